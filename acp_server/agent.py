@@ -1,0 +1,211 @@
+"""One prompt turn: ask the model, run the tools it asks for, repeat until it is done.
+
+`run_turn` never touches the wire. It gets an `emit` callable for `session/update` payloads and a
+toolbox; the session owns the connection, the history and cancellation. Cancellation arrives as
+`CancelledError` at any await; the `finally` blocks leave history consistent (a partial reply is
+kept as what the user saw; every tool call gets exactly one result) and close every started
+tool call with a final status before the turn is answered.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from acp_server import updates
+from acp_server.backends import Backend
+from acp_server.messages import (
+    Finish,
+    FinishReason,
+    Message,
+    ModelRequest,
+    StreamError,
+    TextDelta,
+    TextPart,
+    ThoughtDelta,
+    ToolCall,
+    ToolCallAssembler,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+    text_message,
+)
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+Emit = Callable[[updates.Update], None]
+
+CANCELLED_RESULT = "The user cancelled this tool call before it finished."
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a tool call produced: text for the model, and what the editor should show."""
+
+    text: str
+    ok: bool = True
+    content: list[dict[str, Any]] | None = None
+    raw_output: Any = None
+
+
+class Toolbox(Protocol):
+    """The tools offered in a turn. `run` never raises for tool failures: it returns them."""
+
+    def specs(self) -> tuple[ToolSpec, ...]: ...
+
+    def announce(self, call: ToolCall) -> updates.Update:
+        """The `tool_call` update that introduces this call to the editor."""
+        ...
+
+    async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome: ...
+
+
+class NoTools:
+    """A toolbox with nothing in it: every call is answered as an unknown tool."""
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return ()
+
+    def announce(self, call: ToolCall) -> updates.Update:
+        return updates.tool_call(call.id, call.name, name=call.name, raw_input=call.arguments)
+
+    async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
+        return ToolOutcome(f"Unknown tool {call.name!r}: no such tool is available.", ok=False)
+
+
+@dataclass
+class Turn:
+    backend: Backend
+    history: list[Message]
+    emit: Emit
+    tools: Toolbox = field(default_factory=NoTools)
+    max_requests: int = 50
+    usage: list[Usage] = field(default_factory=list)
+    open_calls: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Reply:
+    finish: FinishReason | None = None
+    error: str | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+
+
+async def run_turn(turn: Turn) -> StopReason:
+    """Run model rounds and tools until the model stops; return the ACP stop reason."""
+    requests = 0
+    try:
+        while True:
+            if requests >= turn.max_requests:
+                return "max_turn_requests"
+            requests += 1
+            reply = await _model_round(turn)
+            if reply.error is not None:
+                _say(turn, reply.error)
+                return "end_turn"
+            if reply.finish == "length":
+                return "max_tokens"
+            if reply.finish == "refusal":
+                return "refusal"
+            if not reply.calls:
+                return "end_turn"
+            for call in reply.calls:
+                await _run_tool(turn, call)
+    finally:
+        _close_open_calls(turn)
+        _answer_unanswered(turn.history)
+
+
+async def _model_round(turn: Turn) -> _Reply:
+    """Stream one model round to the editor; record the assistant message, even a partial one."""
+    request = ModelRequest(messages=tuple(turn.history), tools=turn.tools.specs())
+    reply = _Reply()
+    text: list[str] = []
+    thought: list[str] = []
+    assembler = ToolCallAssembler()
+    message_id = f"msg_{uuid.uuid4().hex}"
+    thought_id = f"{message_id}_thought"
+    try:
+        async for event in turn.backend.stream(request):
+            if isinstance(event, TextDelta) and event.text:
+                text.append(event.text)
+                turn.emit(updates.message_chunk("agent_message_chunk", event.text, message_id))
+            elif isinstance(event, ThoughtDelta) and event.text:
+                thought.append(event.text)
+                turn.emit(updates.message_chunk("agent_thought_chunk", event.text, thought_id))
+            elif isinstance(event, ToolCallDelta):
+                assembler.add(event)
+            elif isinstance(event, Usage):
+                turn.usage.append(event)
+            elif isinstance(event, Finish):
+                reply.finish = event.reason
+                break
+            elif isinstance(event, StreamError):
+                reply.error = event.message
+                break
+    finally:
+        if reply.finish is not None:
+            reply.calls = assembler.calls(f"call_{uuid.uuid4().hex[:8]}_")
+        if reply.finish is None and reply.error is None and not text and not thought:
+            pass  # cancelled before the model said anything: nothing to record
+        else:
+            turn.history.append(
+                Message(
+                    role="assistant",
+                    content=(TextPart("".join(text)),) if text else (),
+                    thought="".join(thought),
+                    tool_calls=tuple(reply.calls),
+                    message_id=message_id,
+                )
+            )
+    if reply.finish is None and reply.error is None:
+        reply.error = "The model's reply ended without saying whether it was finished."
+    if reply.finish == "length" and not text and not reply.calls:
+        reply.error = (
+            "The model ran out of output tokens while it was still thinking, before it wrote "
+            "an answer. Try again, or raise the model's output token limit."
+        )
+    return reply
+
+
+async def _run_tool(turn: Turn, call: ToolCall) -> None:
+    """Announce, run and record one tool call; its result always lands in history."""
+    turn.emit(turn.tools.announce(call))
+    turn.open_calls.add(call.id)
+    outcome = await turn.tools.run(call, turn.emit)
+    status = "completed" if outcome.ok else "failed"
+    content = outcome.content if outcome.content is not None else [updates.text_content(outcome.text)]
+    turn.emit(
+        updates.tool_call_update(
+            call.id, status=status, content=content, raw_output=outcome.raw_output
+        )
+    )
+    turn.open_calls.discard(call.id)
+    turn.history.append(text_message("tool", outcome.text, tool_call_id=call.id))
+
+
+def _say(turn: Turn, text: str) -> None:
+    """Tell the user something as an agent message, and keep it in history."""
+    message_id = f"msg_{uuid.uuid4().hex}"
+    turn.emit(updates.message_chunk("agent_message_chunk", text, message_id))
+
+
+def _close_open_calls(turn: Turn) -> None:
+    for call_id in sorted(turn.open_calls):
+        turn.emit(
+            updates.tool_call_update(
+                call_id, status="failed", content=[updates.text_content(CANCELLED_RESULT)]
+            )
+        )
+    turn.open_calls.clear()
+
+
+def _answer_unanswered(history: list[Message]) -> None:
+    """Give every tool call in history a result (strict endpoints reject unanswered calls)."""
+    answered = {m.tool_call_id for m in history if m.role == "tool"}
+    for message in list(history):
+        for call in message.tool_calls:
+            if call.id not in answered:
+                history.append(text_message("tool", CANCELLED_RESULT, tool_call_id=call.id))
+                answered.add(call.id)

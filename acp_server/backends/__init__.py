@@ -1,0 +1,24 @@
+"""Model backends: each turns a neutral `ModelRequest` into a stream of neutral events.
+
+The seam is one method. Real HTTP backends (OpenAI-compatible, Ollama, Anthropic) and the
+scripted backend used by tests and demos implement the same protocol, so the agent loop cannot
+tell them apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from acp_server.messages import Event, ModelRequest
+
+
+class Backend(Protocol):
+    """Streams one model round as neutral events, ending with `Finish` or `StreamError`."""
+
+    @property
+    def label(self) -> str:
+        """A short name for people: e.g. ``scripted:demo.json``."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[Event]: ...

@@ -1,0 +1,134 @@
+"""A deterministic backend that plays a script: the backbone of e2e tests, demos and conformance
+scripts for ACP clients. Public interface, documented in the README ("Scripted backend") and in
+`schemas/script.schema.json`.
+
+The script is a JSON array of rounds, or JSONL with one round per line. Each model request
+consumes the next round, across turns and sessions of one server process. A round may stream a
+`thought`, then `text`, then ask for `tool_calls`, report `usage`, and end with `finish` (or with
+an `error`). When the script runs out, each further request answers with a short notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from acp_server import schemas
+from acp_server.messages import (
+    Event,
+    Finish,
+    FinishReason,
+    ModelRequest,
+    StreamError,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallDelta,
+    Usage,
+)
+
+EXHAUSTED = "(The script has no more rounds.)"
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "content_filter": "refusal",
+    "tool_calls": "tool_calls",
+}
+_WORD = re.compile(r"\s*\S+\s*|\s+")
+
+
+class ScriptError(Exception):
+    """The script file is missing or malformed; the message says where and how."""
+
+
+def load_script(path: Path) -> list[dict[str, Any]]:
+    """Read and validate a script file (JSON array or JSONL)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScriptError(f"Cannot read the script {path}: {exc.strerror or exc}.") from exc
+    try:
+        if text.lstrip().startswith("["):
+            rounds = json.loads(text)
+        else:
+            rounds = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError as exc:
+        raise ScriptError(f"The script {path} is not valid JSON or JSONL: {exc}.") from exc
+    found = schemas.problems("script.schema.json", rounds)
+    if found:
+        detail = found[0].replace("`[", "`round [", 1)
+        raise ScriptError(f"The script {path} is malformed: {detail}.")
+    result: list[dict[str, Any]] = rounds
+    return result
+
+
+def chunks(text: str, size: int | None) -> Iterator[str]:
+    """Split text into deltas: `size` characters each, or one word (with its spaces) each."""
+    if size:
+        for i in range(0, len(text), size):
+            yield text[i : i + size]
+    else:
+        yield from _WORD.findall(text)
+
+
+class ScriptedBackend:
+    """Plays rounds from a script file; records every request it was sent."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._rounds: list[dict[str, Any]] | None = None
+        self._next = 0
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def label(self) -> str:
+        return f"scripted:{self.path.name}"
+
+    def rounds(self) -> list[dict[str, Any]]:
+        if self._rounds is None:
+            self._rounds = load_script(self.path)
+        return self._rounds
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        self.requests.append(request)
+        try:
+            rounds = self.rounds()
+        except ScriptError as exc:
+            yield StreamError(str(exc))
+            return
+        if self._next >= len(rounds):
+            yield TextDelta(EXHAUSTED)
+            yield Finish("stop")
+            return
+        number = self._next
+        self._next += 1
+        async for event in _play(rounds[number], number):
+            yield event
+
+
+async def _play(spec: dict[str, Any], number: int) -> AsyncIterator[Event]:
+    delay = float(spec.get("delay_ms", 0)) / 1000
+    size = spec.get("chunk_chars")
+    for piece in chunks(spec.get("thought", ""), size):
+        if delay:
+            await asyncio.sleep(delay)
+        yield ThoughtDelta(piece)
+    for piece in chunks(spec.get("text", ""), size):
+        if delay:
+            await asyncio.sleep(delay)
+        yield TextDelta(piece)
+    calls = spec.get("tool_calls", [])
+    for i, call in enumerate(calls):
+        if delay:
+            await asyncio.sleep(delay)
+        call_id = call.get("id") or f"call_{number}_{i}"
+        yield ToolCallDelta(i, call_id, call["name"], json.dumps(call["arguments"]))
+    if "usage" in spec:
+        yield Usage(spec["usage"]["prompt_tokens"], spec["usage"]["completion_tokens"])
+    if "error" in spec:
+        yield StreamError(spec["error"])
+        return
+    yield Finish(_FINISH[spec.get("finish") or ("tool_calls" if calls else "stop")])

@@ -1,0 +1,174 @@
+"""Command line: `acp-server` (serve ACP on stdio, the default) and `acp-server run "prompt"`.
+
+Serving must reach the `initialize` answer fast, so this module imports only what serving needs;
+the headless client is imported only for `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from acp_server import __version__
+from acp_server.backends import Backend
+
+log = logging.getLogger("acp_server")
+
+DESCRIPTION = """\
+A coding agent that editors launch as a subprocess and talk to over the Agent Client Protocol
+(ACP v1, newline-delimited JSON-RPC on stdin/stdout).
+
+  acp-server                      serve ACP on stdin/stdout (what an editor runs)
+  acp-server run "PROMPT"         start a server, send one prompt, print the streamed reply
+"""
+
+EPILOG = """\
+environment:
+  ACP_SERVER_SCRIPT=FILE     same as --script FILE
+  ACP_SERVER_LOG_LEVEL=LEVEL same as --log-level LEVEL
+
+Logs never go to stdout (stdout carries the protocol); they go to stderr, errors only by default.
+"""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--script",
+        metavar="FILE",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="answer with the scripted backend, playing FILE (JSON array or JSONL of rounds)",
+    )
+    parser.add_argument(
+        "--max-turn-requests",
+        metavar="N",
+        type=int,
+        default=argparse.SUPPRESS,
+        help="stop a turn after N model requests (default 50)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default=argparse.SUPPRESS,
+        help="what to log to stderr (default: error)",
+    )
+    parser.add_argument(
+        "--log-file",
+        metavar="FILE",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="also write a detailed log (debug level) to FILE",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acp-server",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"acp-server {__version__}")
+    _common(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in ("serve", "acp"):
+        serve = sub.add_parser(
+            name,
+            help="serve ACP on stdin/stdout (the default)" if name == "serve" else argparse.SUPPRESS,
+        )
+        _common(serve)
+    run = sub.add_parser("run", help="send one prompt through a real server and print the reply")
+    _common(run)
+    run.add_argument("prompt", help="the prompt text")
+    run.add_argument(
+        "--cwd",
+        type=Path,
+        default=None,
+        help="the session's working directory (default: the current directory)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        from acp_server.client import run_headless
+
+        return run_headless(args)
+    return serve(args)
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    level_name = getattr(args, "log_level", None) or os.environ.get("ACP_SERVER_LOG_LEVEL", "error")
+    level = getattr(logging, level_name.upper(), logging.ERROR)
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setLevel(level)
+    stderr.setFormatter(logging.Formatter("acp-server %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(stderr)
+    log_file = getattr(args, "log_file", None)
+    if log_file is not None:
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    else:
+        root.setLevel(level)
+
+
+def choose_backend(args: argparse.Namespace) -> Backend:
+    script = getattr(args, "script", None) or os.environ.get("ACP_SERVER_SCRIPT")
+    if script:
+        from acp_server.backends.scripted import ScriptedBackend
+
+        return ScriptedBackend(Path(script).expanduser().resolve())
+    from acp_server.backends.unconfigured import UnconfiguredBackend
+
+    return UnconfiguredBackend()
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Serve ACP on stdin/stdout until stdin closes or a SIGTERM/SIGINT arrives; exit 0."""
+    from acp_server.stdio import claim_stdout
+
+    wire_fd = claim_stdout()
+    configure_logging(args)
+    asyncio.run(_serve(wire_fd, args))
+    return 0
+
+
+async def _serve(wire_fd: int, args: argparse.Namespace) -> None:
+    from acp_server.jsonrpc import Connection
+    from acp_server.protocol import AcpAgent
+    from acp_server.session import SessionSettings
+    from acp_server.stdio import open_sink, open_source
+
+    settings = SessionSettings()
+    if getattr(args, "max_turn_requests", None):
+        settings.max_turn_requests = args.max_turn_requests
+    agent = AcpAgent(choose_backend(args), settings)
+    conn = Connection(
+        await open_source(0),
+        await open_sink(wire_fd),
+        requests=agent.request_handlers(),
+        notifications=agent.notification_handlers(),
+    )
+    agent.conn = conn
+    task = asyncio.create_task(conn.serve())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        log.info("stopping on a signal")
+    # Backstop: whatever a stuck task does, the process is gone within a second of the request.
+    backstop = threading.Timer(0.8, os._exit, args=(0,))
+    backstop.daemon = True
+    backstop.start()

@@ -1,0 +1,346 @@
+"""A JSON-RPC 2.0 peer over newline-delimited JSON. Knows nothing about ACP.
+
+One `Connection` reads lines from an async byte source and writes compact one-line frames to a
+single sink. Every inbound request runs in its own task, so a notification (say, a cancel) is
+handled while a long request is still running. Our own outgoing requests wait on futures keyed by
+id; all of them fail with `ConnectionClosed` when the peer goes away.
+
+Errors reach the wire in exactly one place, `error_object`: handler exceptions from the error tree
+keep their code and message; anything else becomes -32603 with a short message, and its
+traceback goes to the log, never to the peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from acp_server.errors import (
+    AcpError,
+    ConnectionClosed,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    ParseError,
+    RemoteError,
+    RequestCancelled,
+)
+
+log = logging.getLogger(__name__)
+
+# Images and whole files travel inline, so long lines are normal; 64 MiB leaves room for 50 MiB.
+DEFAULT_MAX_LINE = 64 * 1024 * 1024
+CANCEL_REQUEST = "$/cancel_request"
+
+Params = dict[str, Any]
+RequestHandler = Callable[[Params], Awaitable[Any]]
+NotificationHandler = Callable[[Params], Awaitable[None] | None]
+ReadChunk = Callable[[], Awaitable[bytes]]
+
+_TOO_LONG = object()
+# Finds a leading `"id": …` in the head of a line too long to parse, so the peer's pending
+# request can still be answered instead of hanging forever.
+_HEAD_ID = re.compile(rb'^\s*\{[^{}]*?"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
+
+
+class Sink(Protocol):
+    """Where frames go: one ordered byte sink."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+def error_object(exc: BaseException) -> dict[str, Any]:
+    """The one mapping from an exception to a JSON-RPC error object."""
+    if isinstance(exc, AcpError):
+        err: dict[str, Any] = {"code": exc.code, "message": exc.message}
+        if exc.data is not None:
+            err["data"] = exc.data
+        return err
+    if isinstance(exc, asyncio.CancelledError):
+        return {"code": RequestCancelled.code, "message": "The request was cancelled."}
+    first_line = (str(exc).splitlines() or [""])[0][:200]
+    detail = f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__
+    return {"code": InternalError.code, "message": f"Internal error ({detail})."}
+
+
+def _valid_id(value: object) -> bool:
+    return value is None or (isinstance(value, int | str) and not isinstance(value, bool))
+
+
+def _id_key(value: object) -> tuple[str, object]:
+    return (type(value).__name__, value)
+
+
+class Connection:
+    """One JSON-RPC peer: dispatches inbound messages and sends our own."""
+
+    def __init__(
+        self,
+        read: ReadChunk,
+        sink: Sink,
+        *,
+        requests: Mapping[str, RequestHandler],
+        notifications: Mapping[str, NotificationHandler],
+        max_line: int = DEFAULT_MAX_LINE,
+    ) -> None:
+        self._read = read
+        self._sink = sink
+        self._requests = requests
+        self._notifications = notifications
+        self._max_line = max_line
+        self._inflight: dict[tuple[str, object], asyncio.Task[None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._next_id = 0
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ----- reading -------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Read and dispatch until the peer closes its side; then shut down cleanly."""
+        try:
+            async for line in self._lines():
+                self._dispatch(line)
+        finally:
+            await self.close()
+
+    async def _lines(self) -> AsyncIterator[bytes | object]:
+        buf = bytearray()
+        discarding = False
+        while True:
+            chunk = await self._read()
+            if not chunk:
+                if buf and not discarding:
+                    yield bytes(buf)
+                return
+            start = 0
+            while True:
+                nl = chunk.find(b"\n", start)
+                piece = chunk[start:] if nl < 0 else chunk[start:nl]
+                if not discarding:
+                    buf += piece
+                    if len(buf) > self._max_line:
+                        discarding = True
+                        head = bytes(buf[:4096])
+                        buf.clear()
+                if nl < 0:
+                    break
+                start = nl + 1
+                if discarding:
+                    discarding = False
+                    yield (_TOO_LONG, head)
+                else:
+                    yield bytes(buf)
+                    buf.clear()
+
+    def _dispatch(self, line: bytes | object) -> None:
+        if isinstance(line, tuple):
+            self._answer_too_long(line[1])
+            return
+        assert isinstance(line, bytes)
+        if not line.strip():
+            return
+        try:
+            msg = json.loads(line)
+        except ValueError as exc:
+            self._send_error(None, ParseError(f"Parse error: the line is not valid JSON ({exc})."))
+            return
+        if not isinstance(msg, dict):
+            kind = "a batch (array)" if isinstance(msg, list) else f"a {type(msg).__name__}"
+            self._send_error(
+                None,
+                InvalidRequest(f"Invalid request: expected a JSON-RPC object, got {kind}."),
+            )
+            return
+        problem = _envelope_problem(msg)
+        if problem:
+            self._send_error(None, InvalidRequest(f"Invalid request: {problem}."))
+        elif "method" in msg:
+            self._dispatch_call(msg)
+        else:
+            self._dispatch_response(msg)
+
+    def _answer_too_long(self, head: bytes) -> None:
+        match = _HEAD_ID.match(head)
+        req_id: Any = json.loads(match.group(1)) if match else None
+        limit_mib = self._max_line // (1024 * 1024)
+        self._send_error(
+            req_id,
+            InvalidRequest(
+                f"Message too large: a line may hold at most {limit_mib} MiB; this one was "
+                "longer and was dropped."
+            ),
+        )
+
+    def _dispatch_call(self, msg: dict[str, Any]) -> None:
+        method: str = msg["method"]
+        params = msg.get("params")
+        if "id" not in msg:
+            self._notify_local(method, params)
+            return
+        req_id = msg["id"]
+        task = asyncio.create_task(self._serve_request(req_id, method, params))
+        self._inflight[_id_key(req_id)] = task
+        task.add_done_callback(lambda t, k=_id_key(req_id): self._forget(k, t))
+
+    def _forget(self, key: tuple[str, object], task: asyncio.Task[None]) -> None:
+        if self._inflight.get(key) is task:
+            del self._inflight[key]
+
+    def _notify_local(self, method: str, params: Any) -> None:
+        if method == CANCEL_REQUEST:
+            target = params.get("requestId") if isinstance(params, dict) else None
+            task = self._inflight.get(_id_key(target))
+            if task is not None:
+                task.cancel()
+            return
+        handler = self._notifications.get(method)
+        if handler is None:
+            log.debug("ignoring unknown notification %s", method)
+            return
+        if not isinstance(params, dict):
+            log.warning("ignoring notification %s: params are not an object", method)
+            return
+        try:
+            result = handler(params)
+        except Exception:
+            log.exception("notification handler %s failed", method)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._background.add(task)
+            task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("notification task failed", exc_info=task.exception())
+
+    async def _serve_request(self, req_id: Any, method: str, params: Any) -> None:
+        try:
+            handler = self._requests.get(method)
+            if handler is None:
+                if method in self._notifications:
+                    # A sloppy peer sent a notification with an id: act on it, then answer.
+                    self._notify_local(method, params)
+                    self._send_result(req_id, None)
+                    return
+                raise MethodNotFound(f"Method not found: {method!r}.")
+            if params is None:
+                params = {}
+            if not isinstance(params, dict):
+                raise InvalidParams(f"Invalid params for {method!r}: params must be an object.")
+            result = await handler(params)
+        except asyncio.CancelledError as exc:
+            self._send_error(req_id, exc)
+        except AcpError as exc:
+            self._send_error(req_id, exc)
+        except Exception as exc:
+            log.exception("handler for %s failed", method)
+            self._send_error(req_id, exc)
+        else:
+            self._send_result(req_id, result)
+
+    def _dispatch_response(self, msg: dict[str, Any]) -> None:
+        req_id = msg.get("id")
+        fut = self._pending.pop(req_id, None) if isinstance(req_id, int) else None
+        if fut is None:
+            log.warning("dropping a response to an unknown request id %r", req_id)
+            return
+        if fut.done():
+            return
+        if "error" in msg:
+            err = msg["error"] if isinstance(msg["error"], dict) else {}
+            code = err.get("code") if isinstance(err.get("code"), int) else InternalError.code
+            fut.set_exception(RemoteError(code, str(err.get("message", "")), err.get("data")))
+        else:
+            fut.set_result(msg.get("result"))
+
+    # ----- writing -------------------------------------------------------------------------
+
+    def _write(self, frame: dict[str, Any]) -> None:
+        if self._closed:
+            return
+        data = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        self._sink.write(data.encode("utf-8") + b"\n")
+
+    def _send_result(self, req_id: Any, result: Any) -> None:
+        try:
+            self._write({"jsonrpc": "2.0", "id": req_id, "result": result})
+        except (TypeError, ValueError) as exc:
+            log.exception("result for request %r could not be encoded", req_id)
+            self._send_error(req_id, exc)
+
+    def _send_error(self, req_id: Any, exc: BaseException) -> None:
+        self._write({"jsonrpc": "2.0", "id": req_id, "error": error_object(exc)})
+
+    def notify(self, method: str, params: Params) -> None:
+        """Send a notification; silently dropped once the connection is closed."""
+        self._write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: Params) -> Any:
+        """Send a request to the peer and wait for its result (RemoteError on an error)."""
+        if self._closed:
+            raise ConnectionClosed(f"cannot send {method}: the connection is closed")
+        self._next_id += 1
+        req_id = self._next_id
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        try:
+            self._write({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params})
+            return await fut
+        finally:
+            self._pending.pop(req_id, None)
+
+    async def drain(self) -> None:
+        """Wait until the sink has accepted what was written (backpressure)."""
+        if not self._closed:
+            await self._sink.drain()
+
+    async def close(self, grace: float = 0.5) -> None:
+        """Fail our pending requests, cancel running handlers, stop writing."""
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionClosed("the client closed the connection"))
+        self._pending.clear()
+        tasks = [*self._inflight.values(), *self._background]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+        try:
+            await self._sink.drain()
+        except (ConnectionError, OSError):
+            pass
+        self._closed = True
+
+
+def _envelope_problem(msg: dict[str, Any]) -> str | None:
+    """Why `msg` is not a JSON-RPC 2.0 request, notification or response (None if it is)."""
+    if msg.get("jsonrpc") != "2.0":
+        return 'the "jsonrpc" member must be exactly "2.0"'
+    if "id" in msg and not _valid_id(msg["id"]):
+        return 'the "id" member must be an integer, a string or null'
+    if "method" in msg:
+        if not isinstance(msg["method"], str):
+            return 'the "method" member must be a string'
+        if "params" in msg and not isinstance(msg["params"], dict | list | type(None)):
+            return 'the "params" member must be an object'
+        return None
+    if "id" not in msg:
+        return 'a message needs a "method" (request or notification) or an "id" (response)'
+    if ("result" in msg) == ("error" in msg):
+        return 'a response needs exactly one of "result" and "error"'
+    return None

@@ -1,0 +1,163 @@
+"""The neutral conversation model and the neutral stream events every backend produces.
+
+History is a list of `Message`s that no vendor owns: each backend renders it into its own wire
+dialect, and each backend turns its wire stream back into the events below. The agent loop only
+ever sees these types, never a provider dict.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+# Normalized finish reasons: "stop" (done), "length" (cut off), "refusal" (content filter),
+# "tool_calls" (the model wants tools run).
+FinishReason = Literal["stop", "length", "refusal", "tool_calls"]
+
+
+@dataclass(frozen=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    data: str  # base64
+    mime_type: str
+    uri: str | None = None
+
+
+ContentPart = TextPart | ImagePart
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    # The raw argument text when it did not parse as a JSON object (reported back to the model).
+    invalid_arguments: str | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: tuple[ContentPart, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # for role "tool": the call this result answers
+    thought: str = ""
+    message_id: str | None = None
+    # Vendor-private data that must travel with this message within one vendor (signatures).
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+def text_message(role: Role, text: str, **kw: Any) -> Message:
+    return Message(role=role, content=(TextPart(text),) if text else (), **kw)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as offered to the model."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None
+
+
+# ----- stream events ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ThoughtDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """Part of a tool call. `id`/`name` are set when known (never concatenated);
+    `arguments` is a fragment of the JSON argument text, appended in order."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: FinishReason
+
+
+@dataclass(frozen=True)
+class StreamError:
+    """The backend failed in a way that ends this round; `message` is for a person."""
+
+    message: str
+
+
+Event = TextDelta | ThoughtDelta | ToolCallDelta | Usage | Finish | StreamError
+
+
+class ToolCallAssembler:
+    """Builds complete tool calls from `ToolCallDelta`s keyed by index."""
+
+    def __init__(self) -> None:
+        self._parts: dict[int, list[Any]] = {}
+
+    def add(self, delta: ToolCallDelta) -> None:
+        slot = self._parts.setdefault(delta.index, [None, None, []])
+        if delta.id:
+            slot[0] = delta.id
+        if delta.name:
+            slot[1] = delta.name
+        if delta.arguments:
+            slot[2].append(delta.arguments)
+
+    def calls(self, id_prefix: str) -> list[ToolCall]:
+        """The assembled calls in index order; nameless gaps are dropped."""
+        out: list[ToolCall] = []
+        for n, index in enumerate(sorted(self._parts)):
+            call_id, name, fragments = self._parts[index]
+            if not name:
+                continue
+            raw = "".join(fragments).strip()
+            args, invalid = _parse_arguments(raw)
+            out.append(ToolCall(call_id or f"{id_prefix}{n}", name, args, invalid))
+        return out
+
+
+def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    if not raw:
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}, raw
+    if isinstance(value, dict):
+        return value, None
+    return {}, raw

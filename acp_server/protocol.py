@@ -1,0 +1,186 @@
+"""ACP v1 methods on top of a JSON-RPC connection: handshake, sessions, prompts, cancel.
+
+Inbound params are checked against our schemas in `schemas/acp/` (lenient about unknown
+fields, precise about the ones we use) and rejected with -32602 naming the field. The one
+exception is `initialize`, checked by hand so that the handshake never waits for jsonschema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from acp_server import __version__, schemas
+from acp_server.backends import Backend
+from acp_server.errors import InvalidParams, ResourceNotFound
+from acp_server.jsonrpc import Connection, NotificationHandler, Params, RequestHandler
+from acp_server.messages import ContentPart, ImagePart, Message, TextPart
+from acp_server.session import Session, SessionSettings
+from acp_server.updates import Update
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+
+
+class AcpAgent:
+    """The agent side of ACP: one per connection."""
+
+    def __init__(self, backend: Backend, settings: SessionSettings | None = None) -> None:
+        self.backend = backend
+        self.settings = settings or SessionSettings()
+        self.sessions: dict[str, Session] = {}
+        self.client_capabilities: dict[str, Any] = {}
+        self.client_info: dict[str, Any] = {}
+        self.conn: Connection | None = None
+
+    def request_handlers(self) -> dict[str, RequestHandler]:
+        return {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.new_session,
+            "session/prompt": self.prompt,
+        }
+
+    def notification_handlers(self) -> dict[str, NotificationHandler]:
+        return {"session/cancel": self.cancel}
+
+    # ----- handshake -----------------------------------------------------------------------
+
+    async def initialize(self, params: Params) -> dict[str, Any]:
+        version = params.get("protocolVersion")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise InvalidParams("Invalid params: `protocolVersion` must be a non-negative integer.")
+        caps = params.get("clientCapabilities")
+        self.client_capabilities = caps if isinstance(caps, dict) else {}
+        info = params.get("clientInfo")
+        self.client_info = info if isinstance(info, dict) else {}
+        asyncio.get_running_loop().call_soon(_warm_up_validation)
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": False,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": {},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "acp-server", "title": "acp-server", "version": __version__},
+        }
+
+    async def authenticate(self, params: Params) -> dict[str, Any]:
+        # No authentication is needed; answering keeps clients that always call it working.
+        return {}
+
+    # ----- sessions ------------------------------------------------------------------------
+
+    async def new_session(self, params: Params) -> dict[str, Any]:
+        _check("session/new", "acp/session_new.json", params)
+        cwd = _absolute_dir(params["cwd"], "cwd")
+        extra = tuple(
+            _absolute_dir(d, f"additionalDirectories[{i}]")
+            for i, d in enumerate(params.get("additionalDirectories") or [])
+        )
+        session = Session(
+            id=f"sess_{uuid.uuid4().hex}",
+            cwd=cwd,
+            additional_dirs=extra,
+            mcp_servers=list(params.get("mcpServers") or []),
+            backend=self.backend,
+            send_update=self._send_update,
+            settings=self.settings,
+        )
+        self.sessions[session.id] = session
+        return {"sessionId": session.id}
+
+    async def prompt(self, params: Params) -> dict[str, Any]:
+        _check("session/prompt", "acp/session_prompt.json", params)
+        session = self._session(params["sessionId"])
+        stop = await session.prompt(prompt_message(params["prompt"]))
+        if self.conn is not None:
+            await self.conn.drain()
+        return {"stopReason": stop}
+
+    def cancel(self, params: Params) -> None:
+        session = self.sessions.get(params.get("sessionId", ""))
+        if session is not None:
+            session.cancel()
+
+    # ----- helpers -------------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise ResourceNotFound(
+                f"Unknown session {session_id!r}: create one with session/new first.",
+                {"sessionId": session_id},
+            )
+        return session
+
+    def _send_update(self, session_id: str, update: Update) -> None:
+        if self.conn is not None:
+            self.conn.notify("session/update", {"sessionId": session_id, "update": update})
+
+
+def _check(method: str, schema: str, params: Params) -> None:
+    found = schemas.problems(schema, params)
+    if found:
+        raise InvalidParams(
+            f"Invalid params for {method}: " + "; ".join(found) + ".",
+            {"errors": found},
+        )
+
+
+def _absolute_dir(value: str, field: str) -> Path:
+    if not os.path.isabs(value):
+        raise InvalidParams(
+            f"Invalid params: `{field}` must be an absolute path, got {value!r}.",
+            {"field": field},
+        )
+    return Path(os.path.normpath(value))
+
+
+def prompt_message(blocks: list[dict[str, Any]]) -> Message:
+    """An ACP prompt as a neutral user message."""
+    parts: list[ContentPart] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(TextPart(block["text"]))
+        elif kind == "image":
+            parts.append(ImagePart(block["data"], block["mimeType"], block.get("uri")))
+        elif kind == "resource_link":
+            parts.append(TextPart(f"[Referenced: {block['name']} <{block['uri']}>]"))
+        elif kind == "resource":
+            parts.append(TextPart(_embedded(block["resource"])))
+        elif kind == "audio":
+            parts.append(TextPart("[An audio clip was attached; this agent cannot hear audio.]"))
+        else:
+            parts.append(TextPart(f"[An attachment of unknown type {kind!r} was left out.]"))
+    return Message(role="user", content=tuple(parts), message_id=f"user_{uuid.uuid4().hex}")
+
+
+def _embedded(resource: dict[str, Any]) -> str:
+    uri = resource["uri"]
+    if isinstance(resource.get("text"), str):
+        return f'<resource uri="{uri}">\n{resource["text"]}\n</resource>'
+    mime = resource.get("mimeType") or "binary data"
+    return f"[Attached {uri} ({mime}); its binary content is not shown.]"
+
+
+def _warm_up_validation() -> None:
+    """Import jsonschema in the background while the client reads our answer (runs after
+    the answer is written, so it never delays it)."""
+
+    def load() -> None:
+        try:
+            schemas.validator("acp/session_new.json")
+        except Exception:
+            log.exception("could not load the session/new schema")
+
+    threading.Thread(target=load, name="schema-warmup", daemon=True).start()

@@ -1,0 +1,119 @@
+"""A session: its roots, its history, the running turn and the prompts queued behind it.
+
+Prompts on one session are served in arrival order (an `asyncio.Lock` is FIFO). A cancel ends
+the running turn and every prompt queued at that moment; each answers `cancelled`. The one
+place that turns cancellation into a stop reason is `_serve_turn`. Updates of a turn are
+dropped once that turn has ended, so nothing arrives after its answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acp_server import updates
+from acp_server.agent import StopReason, Toolbox, Turn, run_turn
+from acp_server.backends import Backend
+from acp_server.messages import Message
+
+log = logging.getLogger(__name__)
+
+SendUpdate = Callable[[str, updates.Update], None]
+
+
+@dataclass
+class SessionSettings:
+    max_turn_requests: int = 50
+
+
+@dataclass
+class Session:
+    id: str
+    cwd: Path
+    backend: Backend
+    send_update: SendUpdate
+    additional_dirs: tuple[Path, ...] = ()
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    settings: SessionSettings = field(default_factory=SessionSettings)
+    tools: Toolbox | None = None
+    history: list[Message] = field(default_factory=list)
+    _queue: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _epoch: int = 0
+    _turn: asyncio.Task[StopReason] | None = None
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        return (self.cwd, *self.additional_dirs)
+
+    @property
+    def busy(self) -> bool:
+        return self._turn is not None and not self._turn.done()
+
+    async def prompt(self, message: Message) -> StopReason:
+        """Queue a user message behind any running turn, run it, return the stop reason."""
+        epoch = self._epoch
+        async with self._queue:
+            if epoch != self._epoch:
+                return "cancelled"
+            turn = asyncio.create_task(self._serve_turn(message))
+            self._turn = turn
+            try:
+                # `wait` (not `await turn`) so that a cancelled *turn* is told apart from a
+                # cancelled *request*; only the latter propagates.
+                await asyncio.wait({turn})
+            except asyncio.CancelledError:
+                turn.cancel()
+                await asyncio.wait({turn})
+                raise
+            finally:
+                self._turn = None
+            return "cancelled" if turn.cancelled() else turn.result()
+
+    def cancel(self) -> None:
+        """End the running turn and every prompt queued now; a cancel with nothing running is a no-op."""
+        self._epoch += 1
+        if self._turn is not None:
+            self._turn.cancel()
+
+    async def _serve_turn(self, message: Message) -> StopReason:
+        live = True
+
+        def emit(update: updates.Update) -> None:
+            if live:
+                self.send_update(self.id, update)
+
+        start = len(self.history)
+        self.history.append(message)
+        turn = Turn(
+            backend=self.backend,
+            history=self.history,
+            emit=emit,
+            max_requests=self.settings.max_turn_requests,
+        )
+        if self.tools is not None:
+            turn.tools = self.tools
+        try:
+            stop = await run_turn(turn)
+        except asyncio.CancelledError:
+            return "cancelled"
+        except Exception:
+            log.exception("turn failed in session %s", self.id)
+            emit(
+                updates.message_chunk(
+                    "agent_message_chunk",
+                    "Something went wrong inside the agent and this turn was stopped. "
+                    "The session still works; the agent's log has the details.",
+                    None,
+                )
+            )
+            return "end_turn"
+        finally:
+            live = False
+        if stop == "refusal":
+            # The refused prompt and everything after it stay out of later requests.
+            del self.history[start:]
+        return stop
