@@ -1,0 +1,92 @@
+"""Shared fixtures. `conformance` validates every frame the server writes in a test."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.acp_schema import WireValidator, schema_path
+from tests.support.raw import RawServer, console_script
+
+TAP = Path(__file__).parent / "support" / "tap.py"
+
+
+class Conformance:
+    """Collects wire traffic (from taps and from raw clients) and checks it at teardown."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.captures: list[Path] = []
+        self.observed: list[tuple[str, str]] = []
+
+    def server_argv(self, *args: str) -> list[str]:
+        """argv that runs the real console script behind a recording wire tap."""
+        capture = self.tmp_path / f"wire-{len(self.captures)}.jsonl"
+        capture.touch()
+        self.captures.append(capture)
+        return [sys.executable, str(TAP), str(capture), "--", console_script(), *args]
+
+    def observe(self, side: str, line: str) -> None:
+        self.observed.append((side, line))
+
+    def traffic(self) -> list[list[tuple[str, str]]]:
+        streams = [self.observed]
+        for capture in self.captures:
+            rows = [json.loads(line) for line in capture.read_text("utf-8").splitlines()]
+            streams.append([(row["from"], row["line"]) for row in rows])
+        return streams
+
+    def agent_frame_count(self) -> int:
+        return sum(1 for stream in self.traffic() for side, _ in stream if side == "agent")
+
+
+@pytest.fixture
+def conformance(tmp_path: Path) -> Iterator[Conformance]:
+    path = schema_path()
+    if path is None:
+        pytest.skip(
+            "the official ACP schema is not available: neither ../shared/acp-schema/v1/ beside "
+            "the checkout nor tests/node_modules (run `npm ci --prefix tests`)"
+        )
+    validator = WireValidator(path)
+    recorder = Conformance(tmp_path)
+    yield recorder
+    problems: list[str] = []
+    for stream in recorder.traffic():
+        problems += validator.check_traffic(stream)
+    if problems:
+        pytest.fail("frames that break the ACP schema:\n" + "\n".join(problems[:20]))
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Callable[[list[dict[str, Any]]], Path]:
+    """Write scripted-backend rounds to a file and return its path."""
+
+    def write(rounds: list[dict[str, Any]]) -> Path:
+        path = tmp_path / f"script-{len(list(tmp_path.glob('script-*.json')))}.json"
+        path.write_text(json.dumps(rounds), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+async def server_factory(
+    conformance: Conformance,
+) -> AsyncIterator[Callable[..., Any]]:
+    """Start real servers (raw pipes) whose traffic the conformance fixture checks."""
+    started: list[RawServer] = []
+
+    async def start(*args: str, **kw: Any) -> RawServer:
+        server = await RawServer.start(conformance, *args, **kw)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        await server.stop()

@@ -1,0 +1,275 @@
+"""Raw-wire conformance: the real console script, fed malformed and tricky input line by line.
+
+Every frame the server writes here is also validated against the official schema by the
+`conformance` fixture (through `server_factory`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.raw import Frame, RawServer
+
+Start = Callable[..., Any]
+SLOW_TEXT = " ".join(f"word{i}" for i in range(60))
+
+
+def updates_of(frames: list[Frame]) -> list[dict[str, Any]]:
+    return [f["params"]["update"] for f in frames if f.get("method") == "session/update"]
+
+
+def chunk_text(frames: list[Frame], kind: str = "agent_message_chunk") -> str:
+    return "".join(u["content"]["text"] for u in updates_of(frames) if u["sessionUpdate"] == kind)
+
+
+async def prompt(server: RawServer, session: str, text: str = "hi") -> Any:
+    return await server.call(
+        "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+    )
+
+
+async def test_malformed_json_gets_parse_error_and_server_keeps_serving(server_factory: Start) -> None:
+    server = await server_factory()
+    await server.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", \n')
+    error = await server.next_frame()
+    assert error["id"] is None
+    assert error["error"]["code"] == -32700
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    assert answer["result"]["protocolVersion"] == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b"[1, 2]", "batch"),
+        (b"[]", "batch"),
+        (b"42", "int"),
+        (b'"initialize"', "str"),
+        (b"null", "NoneType"),
+        (b'{"id": 1, "method": "initialize", "params": {"protocolVersion": 1}}', "jsonrpc"),
+        (b'{"jsonrpc": "1.0", "id": 1, "method": "initialize"}', "jsonrpc"),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": 7}', "method"),
+        (b'{"jsonrpc": "2.0", "id": 1.5, "method": "initialize"}', "id"),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": 3}', "params"),
+    ],
+)
+async def test_invalid_requests_get_32600_with_null_id(
+    server_factory: Start, line: bytes, why: str
+) -> None:
+    server = await server_factory()
+    await server.send_raw(line + b"\n")
+    error = await server.next_frame()
+    assert error == {"jsonrpc": "2.0", "id": None, "error": error["error"]}
+    assert error["error"]["code"] == -32600
+    assert why in error["error"]["message"] or why in ("int", "str", "NoneType")
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    assert "result" in answer
+
+
+async def test_unknown_methods_and_notifications(server_factory: Start) -> None:
+    server = await server_factory()
+    for method in ("session/unknown", "_vendor.example/do_thing"):
+        answer = await server.request(method, {})
+        assert answer["error"]["code"] == -32601
+        assert method in answer["error"]["message"]
+    # Unknown notifications are ignored: the next answer is the very next frame.
+    await server.notify("_vendor.example/ping", {"x": 1})
+    await server.notify("session/whatever", {})
+    req = await server.call("initialize", {"protocolVersion": 1})
+    frame = await server.next_frame()
+    assert frame["id"] == req and "result" in frame
+
+
+async def test_invalid_params_name_the_field(server_factory: Start, tmp_path: Path) -> None:
+    server = await server_factory()
+    await server.request("initialize", {"protocolVersion": 1})
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("session/new", {"mcpServers": []}, "`cwd` is required"),
+        ("session/new", {"cwd": "relative/dir", "mcpServers": []}, "`cwd` must be an absolute"),
+        ("session/new", {"cwd": 5, "mcpServers": []}, "`cwd` must be a string"),
+        ("session/new", {"cwd": str(tmp_path), "mcpServers": [{"name": "x"}]}, "mcpServers[0].command"),
+        ("session/prompt", {"sessionId": "s", "prompt": "hello"}, "`prompt` must be an array"),
+        ("session/prompt", {"sessionId": "s", "prompt": [{"type": "text"}]}, "`prompt[0].text`"),
+        ("initialize", {"protocolVersion": "1"}, "`protocolVersion`"),
+    ]
+    for method, params, expected in cases:
+        answer = await server.request(method, params)
+        assert answer["error"]["code"] == -32602, (method, params, answer)
+        assert expected in answer["error"]["message"], answer["error"]["message"]
+
+
+async def test_missing_mcp_servers_is_accepted(server_factory: Start, tmp_path: Path) -> None:
+    server = await server_factory()
+    await server.request("initialize", {"protocolVersion": 1})
+    answer = await server.request("session/new", {"cwd": str(tmp_path)})
+    assert answer["result"]["sessionId"]
+
+
+async def test_unknown_session_is_resource_not_found(server_factory: Start) -> None:
+    server = await server_factory()
+    await server.request("initialize", {"protocolVersion": 1})
+    answer = await server.request(
+        "session/prompt", {"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}
+    )
+    assert answer["error"]["code"] == -32002
+    assert "nope" in answer["error"]["message"]
+
+
+async def test_ids_are_echoed_exactly(server_factory: Start) -> None:
+    server = await server_factory()
+    for req_id in ("abc-1", "", 0, -7, 2**53 + 1):
+        await server.call("initialize", {"protocolVersion": 1}, req_id=req_id)
+        frame = await server.next_frame()
+        assert frame["id"] == req_id and type(frame["id"]) is type(req_id)
+
+
+async def test_initialize_twice_and_two_sessions(server_factory: Start, tmp_path: Path) -> None:
+    server = await server_factory()
+    first = await server.request("initialize", {"protocolVersion": 1})
+    second = await server.request("initialize", {"protocolVersion": 2})
+    assert first["result"] == second["result"]
+    assert second["result"]["protocolVersion"] == 1
+    assert second["result"]["agentInfo"]["name"] == "acp-server"
+    a = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+    b = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+    assert a["result"]["sessionId"] != b["result"]["sessionId"]
+
+
+async def test_prompt_streams_then_answers(server_factory: Start, script: Any, tmp_path: Path) -> None:
+    path = script([{"thought": "Think first.", "text": "Hello there, friend."}])
+    server = await server_factory("--script", str(path))
+    session = await server.handshake(str(tmp_path))
+    answer, before = await server.response(await prompt(server, session))
+    assert answer["result"] == {"stopReason": "end_turn"}
+    assert chunk_text(before) == "Hello there, friend."
+    assert chunk_text(before, "agent_thought_chunk") == "Think first."
+    message_ids = {u["messageId"] for u in updates_of(before) if u["sessionUpdate"] == "agent_message_chunk"}
+    assert len(message_ids) == 1
+    assert len(updates_of(before)) == 5  # "Think ", "first." + one delta per word of the text
+    await asyncio.sleep(0.1)
+    assert server.frames.empty()
+
+
+async def test_two_megabyte_prompt_line(server_factory: Start, script: Any, tmp_path: Path) -> None:
+    server = await server_factory("--script", str(script([{"text": "Got it."}])))
+    session = await server.handshake(str(tmp_path))
+    big = "x" * (2 * 1024 * 1024)
+    answer, before = await server.response(await prompt(server, session, big))
+    assert answer["result"]["stopReason"] == "end_turn"
+    assert chunk_text(before) == "Got it."
+
+
+async def test_over_limit_line_is_answered_and_server_survives(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    server = await server_factory()
+    await server.handshake(str(tmp_path))
+    head = b'{"jsonrpc":"2.0","id":77,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"'
+    await server.send_raw(head + b"y" * (65 * 1024 * 1024) + b'"}]}}\n')
+    error = await server.next_frame(timeout=30)
+    assert error["id"] == 77
+    assert error["error"]["code"] == -32600
+    assert "MiB" in error["error"]["message"]
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    assert "result" in answer
+
+
+async def test_cancel_request_answers_32800(server_factory: Start, script: Any, tmp_path: Path) -> None:
+    path = script([{"text": SLOW_TEXT, "delay_ms": 50}, {"text": "Fresh."}])
+    server = await server_factory("--script", str(path))
+    session = await server.handshake(str(tmp_path))
+    req = await prompt(server, session)
+    await server.until(lambda f: f.get("method") == "session/update")
+    await server.notify("$/cancel_request", {"requestId": req})
+    answer, _ = await server.response(req)
+    assert answer["error"]["code"] == -32800
+    answer, before = await server.response(await prompt(server, session))
+    assert answer["result"]["stopReason"] == "end_turn"
+    assert chunk_text(before) == "Fresh."
+
+
+async def test_cancel_during_streaming_then_prompt_again(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    path = script([{"text": SLOW_TEXT, "delay_ms": 50}, {"text": "Back again."}])
+    server = await server_factory("--script", str(path))
+    session = await server.handshake(str(tmp_path))
+    req = await prompt(server, session)
+    await server.until(lambda f: f.get("method") == "session/update")
+    await server.notify("session/cancel", {"sessionId": session})
+    answer, _ = await server.response(req)
+    assert answer["result"] == {"stopReason": "cancelled"}
+    await asyncio.sleep(0.3)
+    assert server.frames.empty(), "no update may follow the cancelled answer"
+    answer, before = await server.response(await prompt(server, session))
+    assert answer["result"]["stopReason"] == "end_turn"
+    assert chunk_text(before) == "Back again."
+
+
+async def test_cancel_with_nothing_running_is_ignored(server_factory: Start, tmp_path: Path) -> None:
+    server = await server_factory()
+    session = await server.handshake(str(tmp_path))
+    await server.notify("session/cancel", {"sessionId": session})
+    await server.notify("session/cancel", {"sessionId": "unknown"})
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    assert "result" in answer
+
+
+async def test_two_prompts_are_queued_in_order(server_factory: Start, script: Any, tmp_path: Path) -> None:
+    path = script([{"text": "first answer here", "delay_ms": 30}, {"text": "second answer"}])
+    server = await server_factory("--script", str(path))
+    session = await server.handshake(str(tmp_path))
+    first = await prompt(server, session, "one")
+    second = await prompt(server, session, "two")
+    answer1, before1 = await server.response(first)
+    answer2, before2 = await server.response(second)
+    assert answer1["result"]["stopReason"] == answer2["result"]["stopReason"] == "end_turn"
+    assert chunk_text(before1) == "first answer here"
+    assert chunk_text(before2) == "second answer"
+
+
+async def test_cancel_ends_running_and_queued_prompts(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    path = script([{"text": SLOW_TEXT, "delay_ms": 50}, {"text": "never"}, {"text": "Later."}])
+    server = await server_factory("--script", str(path))
+    session = await server.handshake(str(tmp_path))
+    first = await prompt(server, session)
+    second = await prompt(server, session)
+    await server.until(lambda f: f.get("method") == "session/update")
+    await server.notify("session/cancel", {"sessionId": session})
+    answer1, _ = await server.response(first)
+    answer2, _ = await server.response(second)
+    assert answer1["result"]["stopReason"] == answer2["result"]["stopReason"] == "cancelled"
+    answer, before = await server.response(await prompt(server, session))
+    assert answer["result"]["stopReason"] == "end_turn"
+    assert chunk_text(before) == "never"
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm", "sigterm-mid-prompt", "initialize-only"])
+async def test_exit_zero_within_a_second(
+    server_factory: Start, script: Any, tmp_path: Path, how: str
+) -> None:
+    server = await server_factory("--script", str(script([{"text": SLOW_TEXT, "delay_ms": 100}])))
+    await server.request("initialize", {"protocolVersion": 1})
+    if how == "sigterm-mid-prompt":
+        answer = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        await prompt(server, answer["result"]["sessionId"])
+        await server.until(lambda f: f.get("method") == "session/update")
+    started = time.monotonic()
+    if how == "eof":
+        await server.close_stdin()
+    else:
+        server.terminate()
+    code = await server.wait(timeout=3)
+    elapsed = time.monotonic() - started
+    assert code == 0
+    assert elapsed < 1.0, f"took {elapsed:.2f}s to exit"
+    assert (await server.stderr_text()) == ""
+

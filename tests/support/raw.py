@@ -1,0 +1,141 @@
+"""Drive the real `acp-server` console script over real pipes, one JSON line at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+Frame = dict[str, Any]
+
+
+def console_script() -> str:
+    """The installed `acp-server` script next to the interpreter running the tests."""
+    script = Path(sys.executable).parent / "acp-server"
+    if not script.exists():
+        raise RuntimeError(f"{script} is missing: install the project first (pip install -e .)")
+    return str(script)
+
+
+class Observer(Protocol):
+    def observe(self, side: str, line: str) -> None: ...
+
+
+class RawServer:
+    """One server process; every line both ways is reported to the observer."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, observer: Observer) -> None:
+        self.proc = proc
+        self.observer = observer
+        self.frames: asyncio.Queue[Frame] = asyncio.Queue()
+        self.seen: list[Frame] = []
+        self._next_id = 0
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(
+        cls, observer: Observer, *args: str, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> RawServer:
+        proc = await asyncio.create_subprocess_exec(
+            console_script(),
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            limit=128 * 1024 * 1024,
+        )
+        return cls(proc, observer)
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            text = line.decode("utf-8").rstrip("\n")
+            self.observer.observe("agent", text)
+            frame = json.loads(text)
+            self.seen.append(frame)
+            await self.frames.put(frame)
+
+    async def send_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        for line in data.split(b"\n"):
+            if line:
+                self.observer.observe("client", line.decode("utf-8", "replace"))
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    async def send(self, frame: Frame) -> None:
+        await self.send_raw(json.dumps(frame).encode() + b"\n")
+
+    def next_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    async def call(self, method: str, params: Any = None, *, req_id: Any = None) -> Any:
+        """Send a request without waiting; returns its id."""
+        req_id = self.next_id() if req_id is None else req_id
+        frame: Frame = {"jsonrpc": "2.0", "id": req_id, "method": method}
+        if params is not None:
+            frame["params"] = params
+        await self.send(frame)
+        return req_id
+
+    async def notify(self, method: str, params: Any) -> None:
+        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def next_frame(self, timeout: float = 10) -> Frame:
+        return await asyncio.wait_for(self.frames.get(), timeout)
+
+    async def until(self, match: Callable[[Frame], bool], timeout: float = 10) -> list[Frame]:
+        """Frames up to and including the first one that matches."""
+        got: list[Frame] = []
+        async with asyncio.timeout(timeout):
+            while True:
+                frame = await self.frames.get()
+                got.append(frame)
+                if match(frame):
+                    return got
+
+    async def response(self, req_id: Any, timeout: float = 10) -> tuple[Frame, list[Frame]]:
+        """The answer to `req_id` and the frames that came before it."""
+        frames = await self.until(lambda f: "method" not in f and f.get("id") == req_id, timeout)
+        return frames[-1], frames[:-1]
+
+    async def request(self, method: str, params: Any = None, timeout: float = 10) -> Frame:
+        req_id = await self.call(method, params)
+        answer, _ = await self.response(req_id, timeout)
+        return answer
+
+    async def handshake(self, cwd: str) -> str:
+        """initialize + session/new; returns the session id."""
+        await self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        answer = await self.request("session/new", {"cwd": cwd, "mcpServers": []})
+        return str(answer["result"]["sessionId"])
+
+    async def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    async def stderr_text(self) -> str:
+        assert self.proc.stderr is not None
+        return (await self.proc.stderr.read()).decode("utf-8", "replace")
+
+    def terminate(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+
+    async def wait(self, timeout: float = 5) -> int:
+        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        await asyncio.wait_for(self._reader, timeout)
+        return code
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        self._reader.cancel()
