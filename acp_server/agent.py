@@ -175,7 +175,9 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
     turn.open_calls.add(call.id)
     outcome = await turn.tools.run(call, turn.emit)
     status = "completed" if outcome.ok else "failed"
-    content = outcome.content if outcome.content is not None else [updates.text_content(outcome.text)]
+    content = (
+        outcome.content if outcome.content is not None else [updates.text_content(outcome.text)]
+    )
     turn.emit(
         updates.tool_call_update(
             call.id, status=status, content=content, raw_output=outcome.raw_output

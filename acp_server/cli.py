@@ -80,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("serve", "acp"):
         serve = sub.add_parser(
             name,
-            help="serve ACP on stdin/stdout (the default)" if name == "serve" else argparse.SUPPRESS,
+            help="serve ACP on stdin/stdout (the default)"
+            if name == "serve"
+            else argparse.SUPPRESS,
         )
         _common(serve)
     run = sub.add_parser("run", help="send one prompt through a real server and print the reply")

@@ -147,4 +147,3 @@ async def _refuse_permission(params: Params) -> dict[str, Any]:
     if reject is None:
         return {"outcome": {"outcome": "cancelled"}}
     return {"outcome": {"outcome": "selected", "optionId": reject["optionId"]}}
-

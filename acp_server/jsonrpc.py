@@ -13,6 +13,8 @@ traceback goes to the log, never to the peer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import inspect
 import json
 import logging
@@ -66,9 +68,10 @@ def error_object(exc: BaseException) -> dict[str, Any]:
         return err
     if isinstance(exc, asyncio.CancelledError):
         return {"code": RequestCancelled.code, "message": "The request was cancelled."}
-    first_line = (str(exc).splitlines() or [""])[0][:200]
-    detail = f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__
-    return {"code": InternalError.code, "message": f"Internal error ({detail})."}
+    return {
+        "code": InternalError.code,
+        "message": f"Internal error ({type(exc).__name__}); the agent's log has the details.",
+    }
 
 
 def _valid_id(value: object) -> bool:
@@ -191,13 +194,17 @@ class Connection:
             self._notify_local(method, params)
             return
         req_id = msg["id"]
+        key = _id_key(req_id)
         task = asyncio.create_task(self._serve_request(req_id, method, params))
-        self._inflight[_id_key(req_id)] = task
-        task.add_done_callback(lambda t, k=_id_key(req_id): self._forget(k, t))
+        self._inflight[key] = task
+        task.add_done_callback(functools.partial(self._forget, key))
 
     def _forget(self, key: tuple[str, object], task: asyncio.Task[None]) -> None:
         if self._inflight.get(key) is task:
             del self._inflight[key]
+        if task.cancelled():
+            # Cancelled before its handler ever ran: it still gets its answer.
+            self._send_error(key[1], asyncio.CancelledError())
 
     def _notify_local(self, method: str, params: Any) -> None:
         if method == CANCEL_REQUEST:
@@ -213,20 +220,21 @@ class Connection:
         if not isinstance(params, dict):
             log.warning("ignoring notification %s: params are not an object", method)
             return
+        # A task, like requests, so handlers start in arrival order: a cancel that follows a
+        # request on the wire runs after that request has registered itself.
+        task = asyncio.create_task(self._serve_notification(method, handler, params))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _serve_notification(
+        self, method: str, handler: NotificationHandler, params: Params
+    ) -> None:
         try:
             result = handler(params)
+            if inspect.isawaitable(result):
+                await result
         except Exception:
             log.exception("notification handler %s failed", method)
-            return
-        if inspect.isawaitable(result):
-            task = asyncio.ensure_future(result)
-            self._background.add(task)
-            task.add_done_callback(self._background_done)
-
-    def _background_done(self, task: asyncio.Task[None]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("notification task failed", exc_info=task.exception())
 
     async def _serve_request(self, req_id: Any, method: str, params: Any) -> None:
         try:
@@ -263,7 +271,7 @@ class Connection:
             return
         if "error" in msg:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
-            code = err.get("code") if isinstance(err.get("code"), int) else InternalError.code
+            code = err["code"] if isinstance(err.get("code"), int) else InternalError.code
             fut.set_exception(RemoteError(code, str(err.get("message", "")), err.get("data")))
         else:
             fut.set_result(msg.get("result"))
@@ -320,10 +328,8 @@ class Connection:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=grace)
-        try:
+        with contextlib.suppress(ConnectionError, OSError):
             await self._sink.drain()
-        except (ConnectionError, OSError):
-            pass
         self._closed = True
 
 

@@ -74,7 +74,7 @@ class Session:
             return "cancelled" if turn.cancelled() else turn.result()
 
     def cancel(self) -> None:
-        """End the running turn and every prompt queued now; a cancel with nothing running is a no-op."""
+        """End the running turn and every prompt queued now (no-op when idle)."""
         self._epoch += 1
         if self._turn is not None:
             self._turn.cancel()

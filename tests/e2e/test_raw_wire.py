@@ -7,6 +7,7 @@ Every frame the server writes here is also validated against the official schema
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +35,9 @@ async def prompt(server: RawServer, session: str, text: str = "hi") -> Any:
     )
 
 
-async def test_malformed_json_gets_parse_error_and_server_keeps_serving(server_factory: Start) -> None:
+async def test_malformed_json_gets_parse_error_and_server_keeps_serving(
+    server_factory: Start,
+) -> None:
     server = await server_factory()
     await server.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", \n')
     error = await server.next_frame()
@@ -93,7 +96,11 @@ async def test_invalid_params_name_the_field(server_factory: Start, tmp_path: Pa
         ("session/new", {"mcpServers": []}, "`cwd` is required"),
         ("session/new", {"cwd": "relative/dir", "mcpServers": []}, "`cwd` must be an absolute"),
         ("session/new", {"cwd": 5, "mcpServers": []}, "`cwd` must be a string"),
-        ("session/new", {"cwd": str(tmp_path), "mcpServers": [{"name": "x"}]}, "mcpServers[0].command"),
+        (
+            "session/new",
+            {"cwd": str(tmp_path), "mcpServers": [{"name": "x"}]},
+            "mcpServers[0].command",
+        ),
         ("session/prompt", {"sessionId": "s", "prompt": "hello"}, "`prompt` must be an array"),
         ("session/prompt", {"sessionId": "s", "prompt": [{"type": "text"}]}, "`prompt[0].text`"),
         ("initialize", {"protocolVersion": "1"}, "`protocolVersion`"),
@@ -141,7 +148,9 @@ async def test_initialize_twice_and_two_sessions(server_factory: Start, tmp_path
     assert a["result"]["sessionId"] != b["result"]["sessionId"]
 
 
-async def test_prompt_streams_then_answers(server_factory: Start, script: Any, tmp_path: Path) -> None:
+async def test_prompt_streams_then_answers(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
     path = script([{"thought": "Think first.", "text": "Hello there, friend."}])
     server = await server_factory("--script", str(path))
     session = await server.handshake(str(tmp_path))
@@ -149,7 +158,9 @@ async def test_prompt_streams_then_answers(server_factory: Start, script: Any, t
     assert answer["result"] == {"stopReason": "end_turn"}
     assert chunk_text(before) == "Hello there, friend."
     assert chunk_text(before, "agent_thought_chunk") == "Think first."
-    message_ids = {u["messageId"] for u in updates_of(before) if u["sessionUpdate"] == "agent_message_chunk"}
+    message_ids = {
+        u["messageId"] for u in updates_of(before) if u["sessionUpdate"] == "agent_message_chunk"
+    }
     assert len(message_ids) == 1
     assert len(updates_of(before)) == 5  # "Think ", "first." + one delta per word of the text
     await asyncio.sleep(0.1)
@@ -170,7 +181,10 @@ async def test_over_limit_line_is_answered_and_server_survives(
 ) -> None:
     server = await server_factory()
     await server.handshake(str(tmp_path))
-    head = b'{"jsonrpc":"2.0","id":77,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"'
+    head = (
+        b'{"jsonrpc":"2.0","id":77,"method":"session/prompt",'
+        b'"params":{"sessionId":"s","prompt":[{"type":"text","text":"'
+    )
     await server.send_raw(head + b"y" * (65 * 1024 * 1024) + b'"}]}}\n')
     error = await server.next_frame(timeout=30)
     assert error["id"] == 77
@@ -180,7 +194,9 @@ async def test_over_limit_line_is_answered_and_server_survives(
     assert "result" in answer
 
 
-async def test_cancel_request_answers_32800(server_factory: Start, script: Any, tmp_path: Path) -> None:
+async def test_cancel_request_answers_32800(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
     path = script([{"text": SLOW_TEXT, "delay_ms": 50}, {"text": "Fresh."}])
     server = await server_factory("--script", str(path))
     session = await server.handshake(str(tmp_path))
@@ -212,7 +228,9 @@ async def test_cancel_during_streaming_then_prompt_again(
     assert chunk_text(before) == "Back again."
 
 
-async def test_cancel_with_nothing_running_is_ignored(server_factory: Start, tmp_path: Path) -> None:
+async def test_cancel_with_nothing_running_is_ignored(
+    server_factory: Start, tmp_path: Path
+) -> None:
     server = await server_factory()
     session = await server.handshake(str(tmp_path))
     await server.notify("session/cancel", {"sessionId": session})
@@ -221,7 +239,9 @@ async def test_cancel_with_nothing_running_is_ignored(server_factory: Start, tmp
     assert "result" in answer
 
 
-async def test_two_prompts_are_queued_in_order(server_factory: Start, script: Any, tmp_path: Path) -> None:
+async def test_two_prompts_are_queued_in_order(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
     path = script([{"text": "first answer here", "delay_ms": 30}, {"text": "second answer"}])
     server = await server_factory("--script", str(path))
     session = await server.handshake(str(tmp_path))
@@ -273,3 +293,26 @@ async def test_exit_zero_within_a_second(
     assert elapsed < 1.0, f"took {elapsed:.2f}s to exit"
     assert (await server.stderr_text()) == ""
 
+
+async def test_cancel_in_the_same_write_as_its_prompt(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    """Regression: a cancel handled before the prompt's task had started was lost."""
+    path = script([{"text": SLOW_TEXT, "delay_ms": 20}])
+    server = await server_factory("--script", str(path))
+    session = await server.handshake(str(tmp_path))
+    req = server.next_id()
+    both = [
+        {
+            "jsonrpc": "2.0",
+            "id": req,
+            "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "x"}]},
+        },
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}},
+    ]
+    await server.send_raw(b"".join(json.dumps(f).encode() + b"\n" for f in both))
+    answer, _ = await server.response(req, timeout=3)
+    assert answer["result"] == {"stopReason": "cancelled"}
+    answer, _ = await server.response(await prompt(server, session))
+    assert answer["result"]["stopReason"] == "end_turn"

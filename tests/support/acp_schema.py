@@ -20,7 +20,14 @@ from jsonschema import Draft202012Validator, FormatChecker
 REPO = Path(__file__).resolve().parents[2]
 CANDIDATES = (
     REPO.parent / "shared" / "acp-schema" / "v1" / "schema.json",
-    REPO / "tests" / "node_modules" / "@agentclientprotocol" / "sdk" / "schema" / "v1" / "schema.json",
+    REPO
+    / "tests"
+    / "node_modules"
+    / "@agentclientprotocol"
+    / "sdk"
+    / "schema"
+    / "v1"
+    / "schema.json",
 )
 
 _INT_RANGES = {
@@ -69,9 +76,7 @@ class WireValidator:
                 self.agent_requests[method] = name
             elif side == "agent" and name.endswith("Response"):
                 self.agent_answers[method] = name
-            elif side == "client" and name.endswith("Notification"):
-                self.agent_notifications[method] = name
-            elif side == "protocol":
+            elif (side == "client" and name.endswith("Notification")) or side == "protocol":
                 self.agent_notifications[method] = name
 
     @cache  # noqa: B019 - one validator per type for the life of the process
@@ -99,7 +104,10 @@ class WireValidator:
                 if isinstance(frame, dict) and "method" in frame and "id" in frame:
                     client_requests[json.dumps(frame["id"])] = str(frame["method"])
                 continue
-            problems += [f"{p}\n    frame: {line[:300]}" for p in self.check_agent_line(line, client_requests)]
+            problems += [
+                f"{p}\n    frame: {line[:300]}"
+                for p in self.check_agent_line(line, client_requests)
+            ]
         return problems
 
     def check_agent_line(self, line: str, client_requests: dict[str, str]) -> list[str]:

@@ -39,7 +39,11 @@ class RawServer:
 
     @classmethod
     async def start(
-        cls, observer: Observer, *args: str, env: dict[str, str] | None = None, cwd: str | None = None
+        cls,
+        observer: Observer,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
     ) -> RawServer:
         proc = await asyncio.create_subprocess_exec(
             console_script(),

@@ -9,6 +9,7 @@ agent line against the official ACP schema. The child's stderr passes straight t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -40,10 +41,8 @@ def main() -> int:
         except (BrokenPipeError, ValueError, OSError):
             pass
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 dst.close()
-            except OSError:
-                pass
 
     signal.signal(signal.SIGTERM, lambda *_: child.terminate())
     threads = [
