@@ -1,8 +1,7 @@
 """ACP v1 methods on top of a JSON-RPC connection: handshake, sessions, prompts, cancel.
 
 Inbound params are checked against our schemas in `schemas/acp/` (lenient about unknown
-fields, precise about the ones we use) and rejected with -32602 naming the field. The one
-exception is `initialize`, checked by hand so that the handshake never waits for jsonschema.
+fields, precise about the ones we use) and rejected with -32602 naming the field.
 """
 
 from __future__ import annotations
@@ -53,14 +52,11 @@ class AcpAgent:
     # ----- handshake -----------------------------------------------------------------------
 
     async def initialize(self, params: Params) -> dict[str, Any]:
-        version = params.get("protocolVersion")
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise InvalidParams("Invalid params: `protocolVersion` must be a non-negative integer.")
+        _check("initialize", "acp/initialize.json", params)
         caps = params.get("clientCapabilities")
         self.client_capabilities = caps if isinstance(caps, dict) else {}
         info = params.get("clientInfo")
         self.client_info = info if isinstance(info, dict) else {}
-        asyncio.get_running_loop().call_soon(_warm_up_validation)
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -96,6 +92,7 @@ class AcpAgent:
             settings=self.settings,
         )
         self.sessions[session.id] = session
+        asyncio.get_running_loop().call_soon(_warm_up_validation)
         return {"sessionId": session.id}
 
     async def prompt(self, params: Params) -> dict[str, Any]:
@@ -174,12 +171,12 @@ def _embedded(resource: dict[str, Any]) -> str:
 
 
 def _warm_up_validation() -> None:
-    """Import jsonschema in the background while the client reads our answer (runs after
-    the answer is written, so it never delays it)."""
+    """Import jsonschema in the background once a session exists (scheduled to run after the
+    answer is written), so the first tool call does not wait for it."""
 
     def load() -> None:
         try:
-            schemas.validator("acp/session_new.json")
+            schemas.validator("acp/session_prompt.json")
         except Exception:
             log.exception("could not load the session/new schema")
 

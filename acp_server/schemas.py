@@ -1,7 +1,10 @@
 """Our own JSON Schemas (in `schemas/`) and validation with messages that name the field.
 
-jsonschema costs ~60 ms to import, so it is imported on first use, never on the path to the
-`initialize` answer.
+jsonschema is the authority, but it costs ~50 ms to import, which would double the time an
+editor waits for `session/new`. So `quick_accept` first runs a small interpreter for the few
+keywords our inbound schemas use. It only ever says "valid" when it is sure; anything it
+rejects or does not understand goes to jsonschema, which then decides and words the error.
+tests/unit/test_schemas.py checks that it never accepts what jsonschema rejects.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ def validator(name: str) -> Validator:
 
 def problems(name: str, instance: Any) -> list[str]:
     """Every way `instance` breaks schema `name`, each naming the field; [] when valid."""
+    if quick_accept(load(name), instance):
+        return []
     errors = sorted(validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path))
     return [describe(e.absolute_path, e.message, e.validator, e.validator_value) for e in errors]
 
@@ -71,3 +76,91 @@ def field_path(path: Any) -> str:
 
 def _article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
+
+
+_IGNORED = frozenset({"$schema", "title", "description", "$comment", "examples", "default"})
+_TYPES: dict[str, Any] = {
+    "object": dict,
+    "array": list,
+    "string": str,
+    "null": type(None),
+}
+
+
+def quick_accept(schema: dict[str, Any], instance: Any) -> bool:
+    """True only if `instance` certainly satisfies `schema` (a subset of draft 2020-12)."""
+    return _accepts(schema, instance, schema)
+
+
+def _is_type(kind: str, value: Any) -> bool:
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    return kind in _TYPES and isinstance(value, _TYPES[kind])
+
+
+def _accepts(schema: Any, value: Any, root: dict[str, Any]) -> bool:
+    if schema is True:
+        return True
+    if not isinstance(schema, dict):
+        return False
+    for key, rule in schema.items():
+        if key in _IGNORED or key == "$defs" or key in ("then", "else"):
+            continue
+        if not _keyword(key, rule, schema, value, root):
+            return False
+    return True
+
+
+def _keyword(key: str, rule: Any, schema: dict[str, Any], value: Any, root: dict[str, Any]) -> bool:
+    if key == "type":
+        kinds = [rule] if isinstance(rule, str) else rule
+        return any(_is_type(k, value) for k in kinds)
+    if key == "$ref":
+        if not isinstance(rule, str) or not rule.startswith("#/$defs/"):
+            return False
+        return _accepts(root["$defs"][rule[len("#/$defs/") :]], value, root)
+    if key == "enum":
+        return any(value == v and type(value) is type(v) for v in rule)
+    if key == "const":
+        return value == rule and type(value) is type(rule)
+    if key == "allOf":
+        return all(_accepts(sub, value, root) for sub in rule)
+    if key == "if":
+        branch = schema.get("then" if _accepts(rule, value, root) else "else", True)
+        return _accepts(branch, value, root)
+    if key == "not":
+        return _rejects(rule, value, root)
+    if key == "additionalProperties":
+        known = schema.get("properties", {})
+        extra = [k for k in value if k not in known] if isinstance(value, dict) else []
+        return all(_accepts(rule, value[k], root) for k in extra)
+    return _shape_keyword(key, rule, value, root)
+
+
+def _rejects(schema: Any, value: Any, root: dict[str, Any]) -> bool:
+    """True only if `value` certainly fails `schema`; only `required` is understood."""
+    if isinstance(schema, dict) and set(schema) == {"required"} and isinstance(value, dict):
+        return any(name not in value for name in schema["required"])
+    return False
+
+
+def _shape_keyword(key: str, rule: Any, value: Any, root: dict[str, Any]) -> bool:
+    if key == "required":
+        return not isinstance(value, dict) or all(name in value for name in rule)
+    if key == "properties":
+        return not isinstance(value, dict) or all(
+            _accepts(sub, value[name], root) for name, sub in rule.items() if name in value
+        )
+    if key == "items":
+        return not isinstance(value, list) or all(_accepts(rule, item, root) for item in value)
+    if key == "minLength":
+        return not isinstance(value, str) or len(value) >= rule
+    if key in ("minimum", "maximum"):
+        if not _is_type("number", value):
+            return True
+        return bool(value >= rule if key == "minimum" else value <= rule)
+    return False  # a keyword this interpreter does not know: let jsonschema decide

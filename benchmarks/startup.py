@@ -1,0 +1,91 @@
+"""Startup latency: spawn -> `initialize` answer, and spawn -> `session/new` answer.
+
+Run: python benchmarks/startup.py [--runs N]
+
+Editors time out slow handshakes (CodeCompanion waits 20 s, some agents take 40 s), and a user
+waits for the thread to be ready before typing. We measure the median over N fresh processes,
+with `initialize` sent at once and `session/new` right after its answer (as editors do), and
+print it next to the floor: the same interpreter running `-c pass`, measured in the same run.
+Targets: initialize within floor + 80 ms, session/new within floor + 120 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+
+
+def _server_command() -> list[str]:
+    script = Path(sys.executable).parent / "acp-server"
+    if not script.exists():
+        sys.exit(f"{script} not found: install the project first (pip install -e .)")
+    return [str(script)]
+
+
+def _line(frame: dict[str, object]) -> bytes:
+    return json.dumps(frame).encode() + b"\n"
+
+
+def floor_once() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - start
+
+
+def server_once(command: list[str], cwd: str) -> tuple[float, float]:
+    """Seconds from spawn to the initialize answer and to the session/new answer."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(_line(INIT))
+    proc.stdin.flush()
+    json.loads(proc.stdout.readline())
+    t_init = time.perf_counter() - start
+    new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}
+    proc.stdin.write(_line(new))
+    proc.stdin.flush()
+    answer = json.loads(proc.stdout.readline())
+    t_new = time.perf_counter() - start
+    assert "result" in answer, answer
+    proc.stdin.close()
+    proc.wait(timeout=5)
+    return t_init, t_new
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=25)
+    args = parser.parse_args()
+    command = _server_command()
+    cwd = tempfile.mkdtemp()
+    env_note = os.environ.get("ACP_SERVER_SCRIPT", "")
+    floors, inits, news = [], [], []
+    server_once(command, cwd)  # warm the file cache once
+    for _ in range(args.runs):
+        floors.append(floor_once())
+        t_init, t_new = server_once(command, cwd)
+        inits.append(t_init)
+        news.append(t_new)
+    floor = statistics.median(floors) * 1000
+    init = statistics.median(inits) * 1000
+    new = statistics.median(news) * 1000
+    print(f"runs: {args.runs} (medians){'  ACP_SERVER_SCRIPT=' + env_note if env_note else ''}")
+    print(f"floor  `{Path(sys.executable).name} -c pass`      {floor:7.1f} ms")
+    verdict_i = "ok" if init <= floor + 80 else "OVER TARGET"
+    verdict_n = "ok" if new <= floor + 120 else "OVER TARGET"
+    print(f"spawn -> initialize answer    {init:7.1f} ms  (floor + {init - floor:5.1f}; target +80)  {verdict_i}")
+    print(f"spawn -> session/new answer   {new:7.1f} ms  (floor + {new - floor:5.1f}; target +120) {verdict_n}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
