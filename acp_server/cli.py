@@ -14,9 +14,12 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from acp_server import __version__
-from acp_server.backends import Backend
+
+if TYPE_CHECKING:
+    from acp_server.backends import Backend
 
 log = logging.getLogger("acp_server")
 
@@ -146,15 +149,15 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(wire_fd: int, args: argparse.Namespace) -> None:
+    from acp_server.config import Settings
     from acp_server.jsonrpc import Connection
     from acp_server.protocol import AcpAgent
-    from acp_server.session import SessionSettings
     from acp_server.stdio import open_sink, open_source
 
-    settings = SessionSettings()
+    settings = Settings()
     if getattr(args, "max_turn_requests", None):
         settings.max_turn_requests = args.max_turn_requests
-    agent = AcpAgent(choose_backend(args), settings)
+    agent = AcpAgent(lambda: choose_backend(args), settings)
     conn = Connection(
         await open_source(0),
         await open_sink(wire_fd),

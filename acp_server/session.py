@@ -18,16 +18,12 @@ from typing import Any
 from acp_server import updates
 from acp_server.agent import StopReason, Toolbox, Turn, run_turn
 from acp_server.backends import Backend
+from acp_server.config import Settings
 from acp_server.messages import Message
 
 log = logging.getLogger(__name__)
 
 SendUpdate = Callable[[str, updates.Update], None]
-
-
-@dataclass
-class SessionSettings:
-    max_turn_requests: int = 50
 
 
 @dataclass
@@ -38,7 +34,7 @@ class Session:
     send_update: SendUpdate
     additional_dirs: tuple[Path, ...] = ()
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
-    settings: SessionSettings = field(default_factory=SessionSettings)
+    settings: Settings = field(default_factory=Settings)
     tools: Toolbox | None = None
     history: list[Message] = field(default_factory=list)
     _queue: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -50,7 +50,12 @@ def server_once(command: list[str], cwd: str) -> tuple[float, float]:
     proc.stdin.flush()
     json.loads(proc.stdout.readline())
     t_init = time.perf_counter() - start
-    new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}
+    new = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "session/new",
+        "params": {"cwd": cwd, "mcpServers": []},
+    }
     proc.stdin.write(_line(new))
     proc.stdin.flush()
     answer = json.loads(proc.stdout.readline())
@@ -59,6 +64,12 @@ def server_once(command: list[str], cwd: str) -> tuple[float, float]:
     proc.stdin.close()
     proc.wait(timeout=5)
     return t_init, t_new
+
+
+def report(label: str, value: float, floor: float, budget: float) -> None:
+    verdict = "ok" if value <= floor + budget else "OVER TARGET"
+    over = value - floor
+    print(f"{label}  {value:7.1f} ms  (floor + {over:5.1f}; target +{budget:g})  {verdict}")
 
 
 def main() -> int:
@@ -80,10 +91,8 @@ def main() -> int:
     new = statistics.median(news) * 1000
     print(f"runs: {args.runs} (medians){'  ACP_SERVER_SCRIPT=' + env_note if env_note else ''}")
     print(f"floor  `{Path(sys.executable).name} -c pass`      {floor:7.1f} ms")
-    verdict_i = "ok" if init <= floor + 80 else "OVER TARGET"
-    verdict_n = "ok" if new <= floor + 120 else "OVER TARGET"
-    print(f"spawn -> initialize answer    {init:7.1f} ms  (floor + {init - floor:5.1f}; target +80)  {verdict_i}")
-    print(f"spawn -> session/new answer   {new:7.1f} ms  (floor + {new - floor:5.1f}; target +120) {verdict_n}")
+    report("spawn -> initialize answer ", init, floor, 80)
+    report("spawn -> session/new answer", new, floor, 120)
     return 0
 
 

@@ -1,0 +1,12 @@
+"""Settings that shape every session. Later: loaded from TOML (XDG) and the environment and
+validated by schemas/config.schema.json; for now filled from the command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Settings:
+    # A turn stops after this many model requests (stop reason `max_turn_requests`).
+    max_turn_requests: int = 50
