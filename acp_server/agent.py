@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from acp_server import updates
 from acp_server.backends import Backend
@@ -32,6 +32,7 @@ from acp_server.messages import (
     Usage,
     text_message,
 )
+from acp_server.tools.base import ToolOutcome
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 Emit = Callable[[updates.Update], None]
@@ -39,17 +40,7 @@ Emit = Callable[[updates.Update], None]
 CANCELLED_RESULT = "The user cancelled this tool call before it finished."
 
 
-@dataclass(frozen=True)
-class ToolOutcome:
-    """What a tool call produced: text for the model, and what the editor should show."""
-
-    text: str
-    ok: bool = True
-    content: list[dict[str, Any]] | None = None
-    raw_output: Any = None
-
-
-class Toolbox(Protocol):
+class ToolRunner(Protocol):
     """The tools offered in a turn. `run` never raises for tool failures: it returns them."""
 
     def specs(self) -> tuple[ToolSpec, ...]: ...
@@ -62,7 +53,7 @@ class Toolbox(Protocol):
 
 
 class NoTools:
-    """A toolbox with nothing in it: every call is answered as an unknown tool."""
+    """No tools at all: every call is answered as an unknown tool."""
 
     def specs(self) -> tuple[ToolSpec, ...]:
         return ()
@@ -71,7 +62,7 @@ class NoTools:
         return updates.tool_call(call.id, call.name, name=call.name, raw_input=call.arguments)
 
     async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
-        return ToolOutcome(f"Unknown tool {call.name!r}: no such tool is available.", ok=False)
+        return ToolOutcome(f"Unknown tool {call.name!r}: no tools are available.", ok=False)
 
 
 @dataclass
@@ -79,7 +70,7 @@ class Turn:
     backend: Backend
     history: list[Message]
     emit: Emit
-    tools: Toolbox = field(default_factory=NoTools)
+    tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = 50
     usage: list[Usage] = field(default_factory=list)
     open_calls: set[str] = field(default_factory=set)

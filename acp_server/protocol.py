@@ -53,6 +53,8 @@ class AcpAgent:
             "authenticate": self.authenticate,
             "session/new": self.new_session,
             "session/prompt": self.prompt,
+            "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
         }
 
     def notification_handlers(self) -> dict[str, NotificationHandler]:
@@ -85,6 +87,7 @@ class AcpAgent:
     # ----- sessions ------------------------------------------------------------------------
 
     async def new_session(self, params: Params) -> dict[str, Any]:
+        from acp_server.editor import Editor
         from acp_server.session import Session
 
         _check("session/new", "acp/session_new.json", params)
@@ -93,8 +96,11 @@ class AcpAgent:
             _absolute_dir(d, f"additionalDirectories[{i}]")
             for i, d in enumerate(params.get("additionalDirectories") or [])
         )
+        session_id = f"sess_{uuid.uuid4().hex}"
+        assert self.conn is not None
         session = Session(
-            id=f"sess_{uuid.uuid4().hex}",
+            id=session_id,
+            client=Editor(self.conn, session_id, self.client_capabilities),
             cwd=cwd,
             additional_dirs=extra,
             mcp_servers=list(params.get("mcpServers") or []),
@@ -104,7 +110,7 @@ class AcpAgent:
         )
         self.sessions[session.id] = session
         asyncio.get_running_loop().call_soon(_warm_up_validation)
-        return {"sessionId": session.id}
+        return {"sessionId": session.id, **_session_state(session)}
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         _check("session/prompt", "acp/session_prompt.json", params)
@@ -113,6 +119,28 @@ class AcpAgent:
         if self.conn is not None:
             await self.conn.drain()
         return {"stopReason": stop}
+
+    async def set_mode(self, params: Params) -> dict[str, Any]:
+        from acp_server import session_config
+
+        _check("session/set_mode", "acp/session_set_mode.json", params)
+        session = self._session(params["sessionId"])
+        session.set_mode(session_config.parse_mode(params["modeId"], "modeId"))
+        return {}
+
+    async def set_config_option(self, params: Params) -> dict[str, Any]:
+        from acp_server import session_config
+
+        _check("session/set_config_option", "acp/session_set_config_option.json", params)
+        session = self._session(params["sessionId"])
+        if params["configId"] != session_config.MODE_OPTION:
+            raise InvalidParams(
+                f"Invalid params: unknown `configId` {params['configId']!r}; "
+                f"this agent offers: {session_config.MODE_OPTION}.",
+                {"field": "configId"},
+            )
+        session.set_mode(session_config.parse_mode(params["value"], "value"))
+        return {"configOptions": session_config.config_options(session.mode)}
 
     def cancel(self, params: Params) -> None:
         session = self.sessions.get(params.get("sessionId", ""))
@@ -140,6 +168,15 @@ class AcpAgent:
     def _send_update(self, session_id: str, update: Update) -> None:
         if self.conn is not None:
             self.conn.notify("session/update", {"sessionId": session_id, "update": update})
+
+
+def _session_state(session: Session) -> dict[str, Any]:
+    from acp_server import session_config
+
+    return {
+        "modes": session_config.modes_state(session.mode),
+        "configOptions": session_config.config_options(session.mode),
+    }
 
 
 def _check(method: str, schema: str, params: Params) -> None:

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp_server import updates
-from acp_server.agent import StopReason, Toolbox, Turn, run_turn
+from acp_server import session_config, updates
+from acp_server.agent import StopReason, ToolRunner, Turn, run_turn
 from acp_server.backends import Backend
+from acp_server.clientapi import ClientApi, NoClient
 from acp_server.config import Settings
 from acp_server.messages import Message
+from acp_server.permissions import Mode, Permissions, RuleStore
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +37,41 @@ class Session:
     additional_dirs: tuple[Path, ...] = ()
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     settings: Settings = field(default_factory=Settings)
-    tools: Toolbox | None = None
+    client: ClientApi = field(default_factory=NoClient)
+    tools: ToolRunner | None = None
+    permissions: Permissions | None = None
     history: list[Message] = field(default_factory=list)
     _queue: asyncio.Lock = field(default_factory=asyncio.Lock)
     _epoch: int = 0
     _turn: asyncio.Task[StopReason] | None = None
+    _cancelled: asyncio.Task[StopReason] | None = None
+
+    def __post_init__(self) -> None:
+        if self.permissions is None:
+            self.permissions = Permissions(RuleStore(self.cwd))
+        if self.tools is None:
+            from acp_server.tools.registry import default_tools
+            from acp_server.tools.toolbox import Toolbox
+
+            self.tools = Toolbox(
+                default_tools(),
+                cwd=self.cwd,
+                roots=self.roots,
+                client=self.client,
+                permissions=self.permissions,
+            )
+
+    @property
+    def mode(self) -> Mode:
+        assert self.permissions is not None
+        return self.permissions.mode
+
+    def set_mode(self, mode: Mode) -> None:
+        """Switch the permission mode and announce it both ways (legacy modes, config option)."""
+        assert self.permissions is not None
+        self.permissions.mode = mode
+        for update in session_config.mode_updates(mode):
+            self.send_update(self.id, update)
 
     @property
     def roots(self) -> tuple[Path, ...]:
@@ -72,7 +104,10 @@ class Session:
     def cancel(self) -> None:
         """End the running turn and every prompt queued now (no-op when idle)."""
         self._epoch += 1
-        if self._turn is not None:
+        # Once per turn: a second cancel must not interrupt the first one's cleanup
+        # (releasing terminals, killing processes).
+        if self._turn is not None and self._cancelled is not self._turn:
+            self._cancelled = self._turn
             self._turn.cancel()
 
     async def _serve_turn(self, message: Message) -> StopReason:

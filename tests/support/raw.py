@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +35,9 @@ class RawServer:
         self.frames: asyncio.Queue[Frame] = asyncio.Queue()
         self.seen: list[Frame] = []
         self._next_id = 0
+        # Agent -> client requests are answered by these handlers (method -> async fn(params)).
+        self.handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {}
+        self._answering: set[asyncio.Task[None]] = set()
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -65,6 +68,19 @@ class RawServer:
             frame = json.loads(text)
             self.seen.append(frame)
             await self.frames.put(frame)
+            if "method" in frame and "id" in frame and frame["method"] in self.handlers:
+                task = asyncio.create_task(self._answer(frame))
+                self._answering.add(task)
+                task.add_done_callback(self._answering.discard)
+
+    async def _answer(self, frame: Frame) -> None:
+        try:
+            result = await self.handlers[frame["method"]](frame.get("params"))
+            reply: Frame = {"jsonrpc": "2.0", "id": frame["id"], "result": result}
+        except Exception as exc:  # the test client answers with an error, like an editor would
+            reply = {"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32603, "message": str(exc)}}
+        if self.proc.returncode is None and not self.proc.stdin.is_closing():  # type: ignore[union-attr]
+            await self.send(reply)
 
     async def send_raw(self, data: bytes) -> None:
         assert self.proc.stdin is not None

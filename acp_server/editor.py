@@ -1,0 +1,80 @@
+"""The editor as one session sees it: `ClientApi` over the JSON-RPC connection.
+
+Optional methods are only called when the client advertised them in `initialize` (ACP forbids
+the rest); the tools check the `can_*` flags first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp_server.jsonrpc import Connection
+
+
+class Editor:
+    def __init__(self, conn: Connection, session_id: str, capabilities: dict[str, Any]) -> None:
+        self._conn = conn
+        self._session_id = session_id
+        fs: dict[str, Any] = capabilities.get("fs") or {}
+        if not isinstance(fs, dict):
+            fs = {}
+        self._read = fs.get("readTextFile") is True
+        self._write = fs.get("writeTextFile") is True
+        self._terminal = capabilities.get("terminal") is True
+
+    @property
+    def can_read(self) -> bool:
+        return self._read
+
+    @property
+    def can_write(self) -> bool:
+        return self._write
+
+    @property
+    def can_terminal(self) -> bool:
+        return self._terminal
+
+    async def _call(self, method: str, **params: Any) -> Any:
+        body = {"sessionId": self._session_id, **{k: v for k, v in params.items() if v is not None}}
+        return await self._conn.request(method, body)
+
+    async def request_permission(
+        self, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        result = await self._call("session/request_permission", toolCall=tool_call, options=options)
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        return outcome if isinstance(outcome, dict) else {"outcome": "cancelled"}
+
+    async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
+        result = await self._call("fs/read_text_file", path=path, line=line, limit=limit)
+        content = result.get("content") if isinstance(result, dict) else None
+        return content if isinstance(content, str) else ""
+
+    async def write_text_file(self, path: str, content: str) -> None:
+        await self._call("fs/write_text_file", path=path, content=content)
+
+    async def create_terminal(
+        self, command: str, args: list[str], cwd: str, output_byte_limit: int
+    ) -> str:
+        result = await self._call(
+            "terminal/create",
+            command=command,
+            args=args,
+            cwd=cwd,
+            outputByteLimit=output_byte_limit,
+        )
+        return str(result["terminalId"])
+
+    async def terminal_output(self, terminal_id: str) -> dict[str, Any]:
+        result = await self._call("terminal/output", terminalId=terminal_id)
+        return result if isinstance(result, dict) else {}
+
+    async def wait_for_terminal_exit(self, terminal_id: str) -> dict[str, Any]:
+        result = await self._call("terminal/wait_for_exit", terminalId=terminal_id)
+        return result if isinstance(result, dict) else {}
+
+    async def kill_terminal(self, terminal_id: str) -> None:
+        await self._call("terminal/kill", terminalId=terminal_id)
+
+    async def release_terminal(self, terminal_id: str) -> None:
+        await self._call("terminal/release", terminalId=terminal_id)

@@ -1,0 +1,56 @@
+"""A session's choices as ACP sees them: legacy `modes` and the `configOptions` list.
+
+Both views show the same state and change together: a mode set through `session/set_mode` or
+through `session/set_config_option` is announced with `current_mode_update` *and*
+`config_option_update`, because clients read one or the other (avante only the former,
+CodeCompanion only the latter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp_server.errors import InvalidParams
+from acp_server.permissions import MODE_IDS, MODES, Mode
+
+MODE_OPTION = "mode"
+
+
+def modes_state(mode: Mode) -> dict[str, Any]:
+    return {
+        "currentModeId": mode,
+        "availableModes": [{"id": i, "name": n, "description": d} for i, n, d in MODES],
+    }
+
+
+def config_options(mode: Mode) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": MODE_OPTION,
+            "name": "Mode",
+            "description": "How much the agent may do without asking.",
+            "category": "mode",
+            "type": "select",
+            "currentValue": mode,
+            "options": [{"value": i, "name": n, "description": d} for i, n, d in MODES],
+        }
+    ]
+
+
+def parse_mode(value: object, field: str) -> Mode:
+    if not isinstance(value, str) or value not in MODE_IDS:
+        choices = ", ".join(MODE_IDS)
+        raise InvalidParams(
+            f"Invalid params: `{field}` must be one of {choices}; got {value!r}.",
+            {"field": field, "allowed": list(MODE_IDS)},
+        )
+    mode: Mode = value  # type: ignore[assignment]
+    return mode
+
+
+def mode_updates(mode: Mode) -> list[dict[str, Any]]:
+    """The two updates that announce a mode change."""
+    return [
+        {"sessionUpdate": "current_mode_update", "currentModeId": mode},
+        {"sessionUpdate": "config_option_update", "configOptions": config_options(mode)},
+    ]

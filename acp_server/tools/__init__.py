@@ -1,0 +1,1 @@
+"""Tools the model can call. `base` is the seam; each module holds tools of one concept."""

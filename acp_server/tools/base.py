@@ -1,0 +1,157 @@
+"""The tool seam: what a tool is, the context it runs in, and what it returns.
+
+A tool is a plain async function plus a description. It says what it is about to touch by
+calling `ctx.permit(...)` (paths, a command, a preview such as a diff) *before* touching it;
+the toolbox decides from the session's mode and remembered rules whether that runs, asks the
+user, or is refused. A refusal or any failure the model should hear about is a `ToolFailure`;
+the toolbox turns it into the call's one result. Tools never see the wire.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from acp_server.clientapi import ClientApi
+from acp_server.errors import RemoteError
+
+# What a call does, for the permission rules: reads run inside the roots, edits and commands
+# depend on the mode, "think" (plans) always runs.
+Effect = Literal["read", "edit", "execute", "think"]
+ToolKind = Literal[
+    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
+]
+Emit = Callable[[dict[str, Any]], None]
+
+
+class ToolFailure(Exception):
+    """The call failed; the message is written for the model (and shown to the user)."""
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a call produced: text for the model, and what the editor should show."""
+
+    text: str
+    ok: bool = True
+    # ACP ToolCallContent items for the final tool_call_update (default: the text).
+    content: list[dict[str, Any]] | None = None
+    raw_output: Any = None
+
+
+@dataclass(frozen=True)
+class Permit:
+    """What a call is about to do, for the permission decision and the request the user sees."""
+
+    paths: tuple[Path, ...] = ()
+    command: str | None = None  # the real command line, shown to the user as is
+    cwd: Path | None = None  # where a command runs
+    preview: list[dict[str, Any]] = field(default_factory=list)  # e.g. a diff
+
+
+@dataclass(frozen=True)
+class Presentation:
+    """How a call is introduced to the editor (`tool_call`)."""
+
+    title: str
+    locations: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ToolContext:
+    """Everything a running tool may use."""
+
+    call_id: str
+    cwd: Path
+    roots: tuple[Path, ...]
+    client: ClientApi
+    emit: Emit
+    permit: Callable[[Permit], Awaitable[None]]
+    # Set by a tool that created a client terminal, so cancellation can release it.
+    terminals: list[str] = field(default_factory=list)
+
+    def resolve(self, path: str) -> Path:
+        """An absolute, normalized path: absolute as given, or relative to the session cwd.
+        Symlinks are not followed here; the permission check does that."""
+        expanded = os.path.expanduser(path)
+        joined = expanded if os.path.isabs(expanded) else os.path.join(self.cwd, expanded)
+        return Path(os.path.normpath(joined))
+
+    async def read_text(self, path: Path) -> str:
+        """File text as the editor sees it (unsaved buffers included) when the client can
+        read files; from disk otherwise."""
+        if self.client.can_read:
+            try:
+                return await self.client.read_text_file(str(path), None, None)
+            except RemoteError as exc:
+                raise ToolFailure(f"The editor could not read {path}: {exc.message}") from exc
+        return read_local(path)
+
+    async def write_text(self, path: Path, text: str) -> None:
+        """Write through the editor when it can (it updates open buffers); to disk otherwise."""
+        if self.client.can_write:
+            try:
+                await self.client.write_text_file(str(path), text)
+            except RemoteError as exc:
+                raise ToolFailure(f"The editor could not write {path}: {exc.message}") from exc
+            return
+        write_local(path, text)
+
+
+def read_local(path: Path) -> str:
+    try:
+        with path.open(encoding="utf-8", errors="replace", newline="") as f:
+            return f.read()
+    except FileNotFoundError as exc:
+        raise ToolFailure(f"File not found: {path}") from exc
+    except IsADirectoryError as exc:
+        raise ToolFailure(f"{path} is a directory, not a file; use list_directory.") from exc
+    except OSError as exc:
+        raise ToolFailure(f"Cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def write_local(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    except OSError as exc:
+        raise ToolFailure(f"Cannot write {path}: {exc.strerror or exc}") from exc
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool offered to the model. `schemas/tools/<name>.json` is its input schema."""
+
+    name: str
+    description: str
+    kind: ToolKind
+    effect: Effect
+    present: Callable[[dict[str, Any], ToolContext], Presentation]
+    run: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutcome]]
+
+
+def text_content(text: str) -> dict[str, Any]:
+    """An ACP ToolCallContent item holding text."""
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def diff_content(path: Path, old: str | None, new: str) -> dict[str, Any]:
+    """An ACP diff item; `old` None means a new file (oldText omitted)."""
+    item: dict[str, Any] = {"type": "diff", "path": str(path), "newText": new}
+    if old is not None:
+        item["oldText"] = old
+    return item
+
+
+def clip(text: str, limit: int, what: str = "output") -> str:
+    """`text` cut to `limit` characters on a line boundary, saying what was left out."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit)
+    cut = cut if cut > limit // 2 else limit
+    dropped = text[cut:].count("\n") + 1
+    return text[:cut] + f"\n[… {what} truncated: about {dropped} more lines not shown]"

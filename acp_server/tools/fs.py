@@ -1,0 +1,240 @@
+"""File tools: read_file, write_file, list_directory (edit_file lives in `edit.py`).
+
+Reads and writes go through the editor when it advertises `fs` (so unsaved buffers are what
+the model sees and edits land in open buffers), and to the local disk otherwise. A write asks
+permission with the diff as the preview *before* it touches the file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from acp_server.errors import RemoteError
+from acp_server.tools.base import (
+    Permit,
+    Presentation,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolOutcome,
+    clip,
+    diff_content,
+    read_local,
+    text_content,
+)
+
+READ_DEFAULT_LINES = 2000
+READ_MAX_CHARS = 100_000
+SHOW_MAX_CHARS = 8_000
+LIST_MAX_ENTRIES = 500
+
+
+def shown_path(path: Path, ctx: ToolContext) -> str:
+    """A path as a person reads it in a title: relative to the cwd when inside it."""
+    try:
+        rel = path.relative_to(ctx.cwd)
+    except ValueError:
+        return str(path)
+    return str(rel) if str(rel) != "." else str(path)
+
+
+def arg_path(args: dict[str, Any], ctx: ToolContext, key: str = "path") -> Path | None:
+    value = args.get(key)
+    return ctx.resolve(value) if isinstance(value, str) and value else None
+
+
+def _present_read(args: dict[str, Any], ctx: ToolContext) -> Presentation:
+    path = arg_path(args, ctx)
+    if path is None:
+        return Presentation("Read a file")
+    line = args.get("line") if isinstance(args.get("line"), int) else None
+    where = f" (from line {line})" if line else ""
+    location: dict[str, Any] = {"path": str(path)}
+    if line:
+        location["line"] = line
+    return Presentation(f"Read {shown_path(path, ctx)}{where}", [location])
+
+
+async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    path = ctx.resolve(args["path"])
+    line: int | None = args.get("line")
+    limit: int | None = args.get("limit")
+    await ctx.permit(Permit(paths=(path,)))
+    if ctx.client.can_read:
+        try:
+            text = await ctx.client.read_text_file(str(path), line, limit or READ_DEFAULT_LINES)
+        except RemoteError as exc:
+            raise ToolFailure(f"The editor could not read {path}: {exc.message}") from exc
+        total = None
+    else:
+        lines = read_local(path).splitlines(keepends=True)
+        total = len(lines)
+        start = (line or 1) - 1
+        text = "".join(lines[start : start + (limit or READ_DEFAULT_LINES)])
+    body = clip(text, READ_MAX_CHARS, "file")
+    header = ""
+    if line or limit or (total is not None and total > READ_DEFAULT_LINES):
+        first = line or 1
+        last = first + max(text.count("\n"), 1) - 1
+        of_total = f" of {total}" if total is not None else ""
+        header = f"[{path}: lines {first}-{last}{of_total}]\n"
+    if not text:
+        body = "(empty file)" if not line else "(no lines at or after that line)"
+    return ToolOutcome(
+        header + body,
+        content=[text_content(clip(text, SHOW_MAX_CHARS, "file") or body)],
+    )
+
+
+READ_FILE = Tool(
+    name="read_file",
+    description=(
+        "Read a text file. `path` is absolute or relative to the working directory. "
+        "Optionally `line` (1-based first line) and `limit` (number of lines) read part of a "
+        f"long file; by default up to {READ_DEFAULT_LINES} lines are returned."
+    ),
+    kind="read",
+    effect="read",
+    present=_present_read,
+    run=_read_file,
+)
+
+
+# -- line endings (shared with edit.py) ------------------------------------------------------
+
+
+def uses_crlf(text: str) -> bool:
+    """True when most line breaks in `text` are CRLF."""
+    crlf = text.count("\r\n")
+    return crlf > 0 and crlf >= text.count("\n") - crlf
+
+
+def to_crlf(text: str) -> str:
+    """`text` with every line break written as CRLF."""
+    return text.replace("\r\n", "\n").replace("\n", "\r\n")
+
+
+def line_count(text: str) -> int:
+    return len(text.splitlines())
+
+
+# -- write_file ------------------------------------------------------------------------------
+
+
+def _present_write(args: dict[str, Any], ctx: ToolContext) -> Presentation:
+    path = arg_path(args, ctx)
+    if path is None:
+        return Presentation("Write a file")
+    return Presentation(f"Write {shown_path(path, ctx)}", [{"path": str(path)}])
+
+
+async def current_text(path: Path, ctx: ToolContext) -> str | None:
+    """The file's text now, or None when there is no file at `path` yet."""
+    if path.is_dir():
+        raise ToolFailure(f"{path} is a directory, not a file.")
+    if not path.exists():
+        return None
+    return await read_text(path, ctx)
+
+
+async def read_text(path: Path, ctx: ToolContext) -> str:
+    """`ctx.read_text`, with the editor's refusal worded for the model."""
+    try:
+        return await ctx.read_text(path)
+    except RemoteError as exc:
+        raise ToolFailure(f"The editor could not read {path}: {exc.message}") from exc
+
+
+async def write_text(path: Path, text: str, ctx: ToolContext) -> None:
+    """`ctx.write_text`, with the editor's refusal worded for the model."""
+    try:
+        await ctx.write_text(path, text)
+    except RemoteError as exc:
+        raise ToolFailure(f"The editor could not write {path}: {exc.message}") from exc
+
+
+async def _write_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    path = ctx.resolve(args["path"])
+    new: str = args["content"]
+    old = await current_text(path, ctx)
+    if old is not None and uses_crlf(old) and "\r" not in new:
+        new = to_crlf(new)  # keep a CRLF file CRLF: a model writes "\n"
+    diff = diff_content(path, old, new)
+    await ctx.permit(Permit(paths=(path,), preview=[diff]))
+    await write_text(path, new, ctx)
+    shown, lines = shown_path(path, ctx), line_count(new)
+    text = f"Created {shown} ({lines} lines)" if old is None else f"Wrote {lines} lines to {shown}"
+    return ToolOutcome(text, content=[diff])
+
+
+WRITE_FILE = Tool(
+    name="write_file",
+    description=(
+        "Create a file, or replace a file's whole content. `path` is absolute or relative to "
+        "the working directory; missing parent directories are created. Prefer edit_file for "
+        "changing part of an existing file. A file with CRLF line endings keeps them."
+    ),
+    kind="edit",
+    effect="edit",
+    present=_present_write,
+    run=_write_file,
+)
+
+
+# -- list_directory --------------------------------------------------------------------------
+
+
+def _present_list(args: dict[str, Any], ctx: ToolContext) -> Presentation:
+    path = arg_path(args, ctx) or ctx.cwd
+    return Presentation(f"List {shown_path(path, ctx).rstrip('/')}/", [{"path": str(path)}])
+
+
+def list_entries(path: Path) -> list[str]:
+    """Names in a directory, sorted, directories marked with a trailing slash."""
+    try:
+        with os.scandir(path) as it:
+            entries = [e.name + ("/" if _is_dir(e) else "") for e in it]
+    except FileNotFoundError as exc:
+        raise ToolFailure(f"Directory not found: {path}") from exc
+    except NotADirectoryError as exc:
+        raise ToolFailure(f"{path} is a file, not a directory; use read_file.") from exc
+    except OSError as exc:
+        raise ToolFailure(f"Cannot list {path}: {exc.strerror or exc}") from exc
+    return sorted(entries)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+async def _list_directory(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    path = arg_path(args, ctx) or ctx.cwd
+    await ctx.permit(Permit(paths=(path,)))
+    entries = await asyncio.to_thread(list_entries, path)
+    shown = entries[:LIST_MAX_ENTRIES]
+    if len(entries) > len(shown):
+        shown.append(f"[… {len(entries) - len(shown)} more entries not shown]")
+    text = "\n".join(shown) if shown else "(empty directory)"
+    return ToolOutcome(
+        clip(text, READ_MAX_CHARS, "listing"),
+        content=[text_content(clip(text, SHOW_MAX_CHARS, "listing"))],
+    )
+
+
+LIST_DIRECTORY = Tool(
+    name="list_directory",
+    description=(
+        "List the entries of a directory (default: the working directory), sorted by name, "
+        "hidden files included; directories end with '/'. Not recursive: use glob to find "
+        f"files by pattern. At most {LIST_MAX_ENTRIES} entries are shown."
+    ),
+    kind="read",
+    effect="read",
+    present=_present_list,
+    run=_list_directory,
+)

@@ -1,0 +1,176 @@
+"""The tools of one session: offered to the model, validated, gated, run, and always answered.
+
+Every call the model makes gets exactly one `ToolOutcome`: an unknown tool, arguments that are
+not JSON or break the tool's schema, a refusal, a rejected permission request and a crash are
+all results the model reads, never exceptions that end the turn. Only cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from acp_server import schemas, updates
+from acp_server.clientapi import ClientApi
+from acp_server.messages import ToolCall, ToolSpec
+from acp_server.permissions import Permissions, inside_roots, rule_for
+from acp_server.tools.base import Emit, Permit, Tool, ToolContext, ToolFailure, ToolOutcome
+
+log = logging.getLogger(__name__)
+
+OPTION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always")
+
+
+class Toolbox:
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        cwd: Path,
+        roots: tuple[Path, ...],
+        client: ClientApi,
+        permissions: Permissions,
+    ) -> None:
+        self.tools = {t.name: t for t in tools}
+        self.cwd = cwd
+        self.roots = roots
+        self.client = client
+        self.permissions = permissions
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(
+            ToolSpec(t.name, t.description, schemas.load(f"tools/{t.name}.json"))
+            for t in self.tools.values()
+        )
+
+    def _context(self, call: ToolCall, emit: Emit) -> ToolContext:
+        async def permit(request: Permit) -> None:
+            await self._permit(call, request, emit)
+
+        return ToolContext(call.id, self.cwd, self.roots, self.client, emit, permit)
+
+    def announce(self, call: ToolCall) -> updates.Update:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return updates.tool_call(call.id, call.name, name=call.name, raw_input=call.arguments)
+        shown = tool.present(call.arguments, self._context(call, lambda _: None))
+        return updates.tool_call(
+            call.id,
+            shown.title,
+            name=tool.name,
+            kind=tool.kind,
+            raw_input=call.arguments,
+            locations=shown.locations,
+        )
+
+    async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
+        """Validate, gate and run one call; failures come back as results."""
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return ToolOutcome(f"Unknown tool {call.name!r}. Available tools: {known}.", ok=False)
+        problem = self._argument_problem(tool, call)
+        if problem:
+            return ToolOutcome(problem, ok=False)
+        ctx = self._context(call, emit)
+        try:
+            return await tool.run(call.arguments, ctx)
+        except ToolFailure as exc:
+            return ToolOutcome(str(exc), ok=False)
+        except Exception as exc:
+            log.exception("tool %s crashed", tool.name)
+            return ToolOutcome(f"The {tool.name} tool failed unexpectedly ({exc!r}).", ok=False)
+        finally:
+            await _release_leftovers(ctx)
+
+    def _argument_problem(self, tool: Tool, call: ToolCall) -> str | None:
+        if call.invalid_arguments is not None:
+            return (
+                f"The arguments for {tool.name} were not a JSON object: "
+                f"{call.invalid_arguments[:300]!r}. Call it again with valid JSON arguments."
+            )
+        found = schemas.problems(f"tools/{tool.name}.json", call.arguments)
+        if found:
+            return f"Invalid arguments for {tool.name}: " + "; ".join(found) + "."
+        return None
+
+    async def _permit(self, call: ToolCall, request: Permit, emit: Emit) -> None:
+        tool = self.tools[call.name]
+        decision = self.permissions.decide(tool.effect, request, self.roots)
+        if decision.verdict == "deny":
+            raise ToolFailure(decision.reason)
+        if decision.verdict == "ask":
+            await self._ask(call, tool, request)
+        emit(updates.tool_call_update(call.id, status="in_progress"))
+
+    async def _ask(self, call: ToolCall, tool: Tool, request: Permit) -> None:
+        inside = all(inside_roots(p, self.roots) for p in request.paths) and (
+            request.cwd is None or inside_roots(request.cwd, self.roots)
+        )
+        allow_rule = (
+            rule_for(tool.effect, request, True) if inside and tool.effect != "read" else None
+        )
+        deny_rule = rule_for(tool.effect, request, False)
+        options = _options(allow_rule.describe() if allow_rule else None, deny_rule is not None)
+        shown = tool.present(call.arguments, self._context(call, lambda _: None))
+        tool_call = updates.tool_call_update(
+            call.id,
+            title=shown.title,
+            kind=tool.kind,
+            status="pending",
+            raw_input=call.arguments,
+            content=request.preview or [_command_preview(request)],
+            locations=shown.locations or None,
+        )
+        outcome = await self.client.request_permission(tool_call, options)
+        chosen = outcome.get("optionId") if outcome.get("outcome") == "selected" else None
+        if chosen == "allow_always" and allow_rule:
+            self.permissions.remember(allow_rule)
+        elif chosen == "reject_always" and deny_rule:
+            self.permissions.remember(deny_rule)
+        if chosen not in ("allow_once", "allow_always"):
+            raise ToolFailure(
+                "The user declined this call, so it did not run. Do not retry it as is; "
+                "ask the user how to proceed if it matters."
+            )
+
+
+def _options(allow_scope: str | None, can_reject_always: bool) -> list[dict[str, Any]]:
+    options = [{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"}]
+    if allow_scope:
+        options.append(
+            {
+                "optionId": "allow_always",
+                "name": f"Always allow {allow_scope} in this project",
+                "kind": "allow_always",
+            }
+        )
+    options.append({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"})
+    if can_reject_always:
+        options.append(
+            {"optionId": "reject_always", "name": "Always reject", "kind": "reject_always"}
+        )
+    return options
+
+
+def _command_preview(request: Permit) -> dict[str, Any]:
+    if request.command is not None:
+        where = f"\n\nin `{request.cwd}`" if request.cwd else ""
+        text = f"```sh\n{request.command}\n```{where}"
+    else:
+        text = "\n".join(str(p) for p in request.paths) or "(no details)"
+    return updates.text_content(text)
+
+
+async def _release_leftovers(ctx: ToolContext) -> None:
+    """Safety net: a client terminal a tool left behind is released (kill first)."""
+    for terminal_id in list(ctx.terminals):
+        with contextlib.suppress(Exception):
+            await asyncio.shield(ctx.client.kill_terminal(terminal_id))
+        with contextlib.suppress(Exception):
+            await asyncio.shield(ctx.client.release_terminal(terminal_id))
+        ctx.terminals.remove(terminal_id)

@@ -1,0 +1,141 @@
+"""An in-test editor: answers fs/*, terminal/* and permission requests like a real client.
+
+Terminals really run their command (in a new process group) so that cancellation tests can
+check that nothing is left running; every created terminal must be released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.support.raw import RawServer
+
+Chooser = Callable[[dict[str, Any]], str | None]  # permission params -> optionId (None: cancel)
+
+
+class FakeEditor:
+    def __init__(self, *, fs: bool = True, terminal: bool = True, choose: Chooser | None = None):
+        self.fs = fs
+        self.terminal = terminal
+        self.choose: Chooser = choose or (lambda params: "allow_once")
+        self.permission_requests: list[dict[str, Any]] = []
+        self.reads: list[str] = []
+        self.writes: list[tuple[str, str]] = []
+        self.terminals: dict[str, asyncio.subprocess.Process] = {}
+        self.outputs: dict[str, bytearray] = {}
+        self.released: set[str] = set()
+        self._pumps: list[asyncio.Task[None]] = []
+        self._count = 0
+
+    def capabilities(self) -> dict[str, Any]:
+        return {"fs": {"readTextFile": self.fs, "writeTextFile": self.fs}, "terminal": self.terminal}
+
+    def attach(self, server: RawServer) -> None:
+        server.handlers.update(
+            {
+                "session/request_permission": self.request_permission,
+                "fs/read_text_file": self.read_text_file,
+                "fs/write_text_file": self.write_text_file,
+                "terminal/create": self.create_terminal,
+                "terminal/output": self.terminal_output,
+                "terminal/wait_for_exit": self.wait_for_exit,
+                "terminal/kill": self.kill,
+                "terminal/release": self.release,
+            }
+        )
+
+    async def request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.permission_requests.append(params)
+        choice = self.choose(params)
+        if choice is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": choice}}
+
+    async def read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.reads.append(params["path"])
+        lines = Path(params["path"]).read_text(encoding="utf-8").splitlines(keepends=True)
+        start = (params.get("line") or 1) - 1
+        limit = params.get("limit") or len(lines)
+        return {"content": "".join(lines[start : start + limit])}
+
+    async def write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append((params["path"], params["content"]))
+        Path(params["path"]).write_text(params["content"], encoding="utf-8")
+        return {}
+
+    async def create_terminal(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._count += 1
+        terminal_id = f"term_{self._count}"
+        proc = await asyncio.create_subprocess_exec(
+            params["command"],
+            *params.get("args", []),
+            cwd=params.get("cwd"),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.terminals[terminal_id] = proc
+        self.outputs[terminal_id] = bytearray()
+        self._pumps.append(asyncio.create_task(self._pump(terminal_id, proc)))
+        return {"terminalId": terminal_id}
+
+    async def _pump(self, terminal_id: str, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(65536):
+            self.outputs[terminal_id] += chunk
+
+    def _status(self, terminal_id: str) -> dict[str, Any] | None:
+        code = self.terminals[terminal_id].returncode
+        if code is None:
+            return None
+        if code < 0:
+            return {"exitCode": None, "signal": signal.Signals(-code).name}
+        return {"exitCode": code, "signal": None}
+
+    async def terminal_output(self, params: dict[str, Any]) -> dict[str, Any]:
+        terminal_id = params["terminalId"]
+        result: dict[str, Any] = {
+            "output": self.outputs[terminal_id].decode("utf-8", "replace"),
+            "truncated": False,
+        }
+        status = self._status(terminal_id)
+        if status is not None:
+            result["exitStatus"] = status
+        return result
+
+    async def wait_for_exit(self, params: dict[str, Any]) -> dict[str, Any]:
+        proc = self.terminals[params["terminalId"]]
+        await proc.wait()
+        return self._status(params["terminalId"]) or {}
+
+    async def kill(self, params: dict[str, Any]) -> dict[str, Any]:
+        proc = self.terminals[params["terminalId"]]
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        return {}
+
+    async def release(self, params: dict[str, Any]) -> dict[str, Any]:
+        await self.kill(params)
+        self.released.add(params["terminalId"])
+        return {}
+
+    def unreleased(self) -> list[str]:
+        return sorted(set(self.terminals) - self.released)
+
+    def running(self) -> list[str]:
+        return sorted(t for t, p in self.terminals.items() if p.returncode is None)
+
+    async def close(self) -> None:
+        for terminal_id in self.running():
+            await self.kill({"terminalId": terminal_id})
+        for pump in self._pumps:
+            pump.cancel()
