@@ -171,7 +171,11 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
     )
     turn.emit(
         updates.tool_call_update(
-            call.id, status=status, content=content, raw_output=outcome.raw_output
+            call.id,
+            status=status,
+            content=content,
+            raw_output=outcome.raw_output,
+            locations=outcome.locations,
         )
     )
     turn.open_calls.discard(call.id)

@@ -161,3 +161,31 @@ def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     if isinstance(value, dict):
         return value, None
     return {}, raw
+
+
+def history_problems(messages: tuple[Message, ...] | list[Message]) -> list[str]:
+    """What a strict chat endpoint would reject: tool calls without exactly one result,
+    results for unknown or repeated calls, results not following their call."""
+    problems: list[str] = []
+    pending: set[str] = set()
+    seen: set[str] = set()
+    for i, message in enumerate(messages):
+        if message.role == "tool":
+            call_id = message.tool_call_id or ""
+            if call_id in pending:
+                pending.discard(call_id)
+            elif call_id in seen:
+                problems.append(f"message {i}: a second result for tool call {call_id}")
+            else:
+                problems.append(f"message {i}: a result for unknown tool call {call_id}")
+            seen.add(call_id)
+            continue
+        if pending:
+            problems.append(f"message {i}: tool calls {sorted(pending)} have no result")
+            pending.clear()
+        for call in message.tool_calls:
+            pending.add(call.id)
+            seen.add(call.id)
+    if pending:
+        problems.append(f"tool calls {sorted(pending)} have no result at the end")
+    return problems

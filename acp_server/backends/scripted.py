@@ -28,6 +28,7 @@ from acp_server.messages import (
     ThoughtDelta,
     ToolCallDelta,
     Usage,
+    history_problems,
 )
 
 EXHAUSTED = "(The script has no more rounds.)"
@@ -94,6 +95,11 @@ class ScriptedBackend:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         self.requests.append(request)
+        broken = history_problems(request.messages)
+        if broken:
+            # Like a strict OpenAI-compatible endpoint: a malformed history is rejected.
+            yield StreamError("The conversation sent to the model is malformed: " + broken[0])
+            return
         try:
             rounds = self.rounds()
         except ScriptError as exc:

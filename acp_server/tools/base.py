@@ -9,6 +9,7 @@ the toolbox turns it into the call's one result. Tools never see the wire.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ class ToolOutcome:
     # ACP ToolCallContent items for the final tool_call_update (default: the text).
     content: list[dict[str, Any]] | None = None
     raw_output: Any = None
+    # Where the call ended up (e.g. the first changed line), for follow-along editors.
+    locations: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class Permit:
     command: str | None = None  # the real command line, shown to the user as is
     cwd: Path | None = None  # where a command runs
     preview: list[dict[str, Any]] = field(default_factory=list)  # e.g. a diff
+    # Overrides the tool's effect: an edit tool reading the old text first asks as a read.
+    effect: Effect | None = None
 
 
 @dataclass(frozen=True)
@@ -103,22 +108,32 @@ class ToolContext:
 
 def read_local(path: Path) -> str:
     try:
-        with path.open(encoding="utf-8", errors="replace", newline="") as f:
-            return f.read()
+        with path.open("rb") as f:
+            data = f.read()
     except FileNotFoundError as exc:
         raise ToolFailure(f"File not found: {path}") from exc
     except IsADirectoryError as exc:
         raise ToolFailure(f"{path} is a directory, not a file; use list_directory.") from exc
     except OSError as exc:
         raise ToolFailure(f"Cannot read {path}: {exc.strerror or exc}") from exc
+    if b"\0" in data[:8192]:
+        raise ToolFailure(f"{path} looks like a binary file (it contains NUL bytes); not shown.")
+    return data.decode("utf-8", errors="replace")
 
 
 def write_local(path: Path, text: str) -> None:
+    """Write atomically (a crash never leaves half a file), keeping the file's permissions."""
+    tmp = path.with_name(f".{path.name}.acp-tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8", newline="") as f:
+        with tmp.open("w", encoding="utf-8", newline="") as f:
             f.write(text)
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise ToolFailure(f"Cannot write {path}: {exc.strerror or exc}") from exc
 
 

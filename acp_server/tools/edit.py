@@ -13,7 +13,6 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from acp_server import updates
 from acp_server.tools.base import (
     Permit,
     Presentation,
@@ -25,7 +24,9 @@ from acp_server.tools.base import (
 )
 from acp_server.tools.fs import arg_path, read_text, shown_path, to_crlf, uses_crlf, write_text
 
-EXACTNESS = "old_text must match the file exactly, including whitespace, indentation and line breaks."
+EXACTNESS = (
+    "old_text must match the file exactly, including whitespace, indentation and line breaks."
+)
 HINT_MAX_LINES = 8
 HINT_LINE_CHARS = 200
 FUZZY_MAX_LINES = 20_000  # closest-line search is quadratic-ish; skip it on huge files
@@ -41,16 +42,16 @@ def _present_edit(args: dict[str, Any], ctx: ToolContext) -> Presentation:
 async def _edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     path = ctx.resolve(args["path"])
     edits: list[dict[str, Any]] = args["edits"]
+    await ctx.permit(Permit(paths=(path,), effect="read"))  # outside the project: ask first
     old = await _existing_text(path, ctx)
     new = apply_edits(old, edits)
     diff = diff_content(path, old, new)
     await ctx.permit(Permit(paths=(path,), preview=[diff]))
     await write_text(path, new, ctx)
     line = first_changed_line(old, new)
-    ctx.emit(updates.tool_call_update(ctx.call_id, locations=[{"path": str(path), "line": line}]))
     count = f"{len(edits)} edit" + ("s" if len(edits) != 1 else "")
     text = f"Applied {count} to {shown_path(path, ctx)} (first change at line {line})."
-    return ToolOutcome(text, content=[diff])
+    return ToolOutcome(text, content=[diff], locations=[{"path": str(path), "line": line}])
 
 
 async def _existing_text(path: Path, ctx: ToolContext) -> str:
@@ -58,7 +59,22 @@ async def _existing_text(path: Path, ctx: ToolContext) -> str:
         raise ToolFailure(f"{path} is a directory, not a file.")
     if not path.exists():
         raise ToolFailure(f"File not found: {path}. To create a new file, use write_file.")
-    return await read_text(path, ctx)
+    text = await read_text(path, ctx)
+    # A local read replaces undecodable bytes; writing that back would corrupt the file.
+    if "\ufffd" in text and not ctx.client.can_read and not _is_utf8(path):
+        raise ToolFailure(
+            f"{path} is not valid UTF-8 text, so edit_file cannot change it without "
+            "corrupting it. Use a command (for example iconv or sed) instead."
+        )
+    return text
+
+
+def _is_utf8(path: Path) -> bool:
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def apply_edits(text: str, edits: list[dict[str, Any]]) -> str:

@@ -62,9 +62,10 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     line: int | None = args.get("line")
     limit: int | None = args.get("limit")
     await ctx.permit(Permit(paths=(path,)))
+    wanted = limit or READ_DEFAULT_LINES
     if ctx.client.can_read:
         try:
-            text = await ctx.client.read_text_file(str(path), line, limit or READ_DEFAULT_LINES)
+            text = await ctx.client.read_text_file(str(path), line, wanted)
         except RemoteError as exc:
             raise ToolFailure(f"The editor could not read {path}: {exc.message}") from exc
         total = None
@@ -72,14 +73,16 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         lines = read_local(path).splitlines(keepends=True)
         total = len(lines)
         start = (line or 1) - 1
-        text = "".join(lines[start : start + (limit or READ_DEFAULT_LINES)])
+        text = "".join(lines[start : start + wanted])
     body = clip(text, READ_MAX_CHARS, "file")
+    count = len(text.splitlines())
     header = ""
-    if line or limit or (total is not None and total > READ_DEFAULT_LINES):
+    cut = count >= wanted if total is None else total > (line or 1) - 1 + count
+    if line or limit or cut:
         first = line or 1
-        last = first + max(text.count("\n"), 1) - 1
         of_total = f" of {total}" if total is not None else ""
-        header = f"[{path}: lines {first}-{last}{of_total}]\n"
+        more = f"; more lines follow, read on with line={first + count}" if cut else ""
+        header = f"[{path}: lines {first}-{first + count - 1}{of_total}{more}]\n"
     if not text:
         body = "(empty file)" if not line else "(no lines at or after that line)"
     return ToolOutcome(
@@ -158,6 +161,7 @@ async def write_text(path: Path, text: str, ctx: ToolContext) -> None:
 async def _write_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     path = ctx.resolve(args["path"])
     new: str = args["content"]
+    await ctx.permit(Permit(paths=(path,), effect="read"))  # outside the project: ask first
     old = await current_text(path, ctx)
     if old is not None and uses_crlf(old) and "\r" not in new:
         new = to_crlf(new)  # keep a CRLF file CRLF: a model writes "\n"

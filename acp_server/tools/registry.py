@@ -6,6 +6,15 @@ from acp_server.tools.base import Tool
 
 
 def default_tools() -> list[Tool]:
-    from acp_server.tools import fs
+    from acp_server.tools import edit, fs, plan, search, shell
 
-    return [fs.READ_FILE]
+    return [
+        fs.READ_FILE,
+        fs.LIST_DIRECTORY,
+        search.GLOB,
+        search.GREP,
+        edit.EDIT_FILE,
+        fs.WRITE_FILE,
+        shell.RUN_COMMAND,
+        plan.UPDATE_PLAN,
+    ]

@@ -40,6 +40,7 @@ class Toolbox:
         self.roots = roots
         self.client = client
         self.permissions = permissions
+        self._started: set[str] = set()
 
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(
@@ -76,6 +77,9 @@ class Toolbox:
         problem = self._argument_problem(tool, call)
         if problem:
             return ToolOutcome(problem, ok=False)
+        early = self.permissions.decide(tool.effect, Permit(), self.roots)
+        if early.verdict == "deny":  # e.g. an edit in Plan mode: refuse before touching anything
+            return ToolOutcome(early.reason, ok=False)
         ctx = self._context(call, emit)
         try:
             return await tool.run(call.arguments, ctx)
@@ -100,21 +104,23 @@ class Toolbox:
 
     async def _permit(self, call: ToolCall, request: Permit, emit: Emit) -> None:
         tool = self.tools[call.name]
-        decision = self.permissions.decide(tool.effect, request, self.roots)
+        effect = request.effect or tool.effect
+        decision = self.permissions.decide(effect, request, self.roots)
         if decision.verdict == "deny":
             raise ToolFailure(decision.reason)
         if decision.verdict == "ask":
             await self._ask(call, tool, request)
-        emit(updates.tool_call_update(call.id, status="in_progress"))
+        if call.id not in self._started:
+            self._started.add(call.id)
+            emit(updates.tool_call_update(call.id, status="in_progress"))
 
     async def _ask(self, call: ToolCall, tool: Tool, request: Permit) -> None:
         inside = all(inside_roots(p, self.roots) for p in request.paths) and (
             request.cwd is None or inside_roots(request.cwd, self.roots)
         )
-        allow_rule = (
-            rule_for(tool.effect, request, True) if inside and tool.effect != "read" else None
-        )
-        deny_rule = rule_for(tool.effect, request, False)
+        effect = request.effect or tool.effect
+        allow_rule = rule_for(effect, request, True) if inside and effect != "read" else None
+        deny_rule = rule_for(effect, request, False)
         options = _options(allow_rule.describe() if allow_rule else None, deny_rule is not None)
         shown = tool.present(call.arguments, self._context(call, lambda _: None))
         tool_call = updates.tool_call_update(

@@ -34,7 +34,10 @@ class FakeEditor:
         self._count = 0
 
     def capabilities(self) -> dict[str, Any]:
-        return {"fs": {"readTextFile": self.fs, "writeTextFile": self.fs}, "terminal": self.terminal}
+        return {
+            "fs": {"readTextFile": self.fs, "writeTextFile": self.fs},
+            "terminal": self.terminal,
+        }
 
     def attach(self, server: RawServer) -> None:
         server.handlers.update(

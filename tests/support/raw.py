@@ -78,7 +78,11 @@ class RawServer:
             result = await self.handlers[frame["method"]](frame.get("params"))
             reply: Frame = {"jsonrpc": "2.0", "id": frame["id"], "result": result}
         except Exception as exc:  # the test client answers with an error, like an editor would
-            reply = {"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32603, "message": str(exc)}}
+            reply = {
+                "jsonrpc": "2.0",
+                "id": frame["id"],
+                "error": {"code": -32603, "message": str(exc)},
+            }
         if self.proc.returncode is None and not self.proc.stdin.is_closing():  # type: ignore[union-attr]
             await self.send(reply)
 

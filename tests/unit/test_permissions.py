@@ -1,0 +1,173 @@
+"""The permission table, rule scoping and path safety."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from acp_server.permissions import (
+    Permissions,
+    Rule,
+    RuleStore,
+    command_words,
+    decide,
+    rule_for,
+)
+from acp_server.tools.base import Permit
+
+# (mode, effect, where) -> verdict, written out from the documented table (README).
+EXPECTED = {
+    ("ask", "read", "in"): "allow",
+    ("ask", "edit", "in"): "ask",
+    ("ask", "execute", "in"): "ask",
+    ("accept_edits", "read", "in"): "allow",
+    ("accept_edits", "edit", "in"): "allow",
+    ("accept_edits", "execute", "in"): "ask",
+    ("plan", "read", "in"): "allow",
+    ("plan", "edit", "in"): "deny",
+    ("plan", "execute", "in"): "deny",
+    ("bypass", "read", "in"): "allow",
+    ("bypass", "edit", "in"): "allow",
+    ("bypass", "execute", "in"): "allow",
+    ("ask", "read", "out"): "ask",
+    ("ask", "edit", "out"): "ask",
+    ("ask", "execute", "out"): "ask",
+    ("accept_edits", "read", "out"): "ask",
+    ("accept_edits", "edit", "out"): "ask",
+    ("accept_edits", "execute", "out"): "ask",
+    ("plan", "read", "out"): "ask",
+    ("plan", "edit", "out"): "deny",
+    ("plan", "execute", "out"): "deny",
+    ("bypass", "read", "out"): "ask",
+    ("bypass", "edit", "out"): "ask",
+    ("bypass", "execute", "out"): "ask",
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "project"
+    outside = tmp_path / "elsewhere"
+    (root / "src").mkdir(parents=True)
+    outside.mkdir()
+    return root, outside
+
+
+def permit_for(effect: str, target: Path) -> Permit:
+    if effect == "execute":
+        return Permit(command="make test", cwd=target)
+    return Permit(paths=(target / "file.txt",))
+
+
+@pytest.mark.parametrize(("mode", "effect", "where"), sorted(EXPECTED))
+def test_mode_table(project: tuple[Path, Path], mode: str, effect: str, where: str) -> None:
+    root, outside = project
+    target = root / "src" if where == "in" else outside
+    got = decide(effect, permit_for(effect, target), mode, (root,), [])  # type: ignore[arg-type]
+    assert got.verdict == EXPECTED[(mode, effect, where)]
+
+
+def test_think_always_runs(project: tuple[Path, Path]) -> None:
+    root, _ = project
+    for mode in ("ask", "accept_edits", "plan", "bypass"):
+        assert decide("think", Permit(), mode, (root,), []).verdict == "allow"  # type: ignore[arg-type]
+
+
+def test_plan_refusal_explains_itself(project: tuple[Path, Path]) -> None:
+    root, _ = project
+    got = decide("edit", permit_for("edit", root), "plan", (root,), [])
+    assert "Plan mode" in got.reason and "read-only" in got.reason
+
+
+@pytest.mark.parametrize("mode", ["ask", "accept_edits", "plan", "bypass"])
+def test_escapes_never_run_without_asking(project: tuple[Path, Path], mode: str) -> None:
+    root, outside = project
+    (root / "link").symlink_to(outside)
+    sneaky = [
+        root / "src" / ".." / ".." / "elsewhere" / "x.txt",
+        root / "link" / "x.txt",
+        outside / "x.txt",
+        Path("/etc/passwd"),
+    ]
+    for path in sneaky:
+        for effect in ("read", "edit"):
+            verdict = decide(effect, Permit(paths=(path,)), mode, (root,), []).verdict  # type: ignore[arg-type]
+            assert verdict in ("ask", "deny"), (path, effect, mode)
+
+
+def test_additional_roots_count_as_inside(project: tuple[Path, Path]) -> None:
+    root, outside = project
+    got = decide("edit", Permit(paths=(outside / "a",)), "accept_edits", (root, outside), [])
+    assert got.verdict == "allow"
+
+
+def test_always_allow_git_status_does_not_allow_other_commands(project: tuple[Path, Path]) -> None:
+    root, _ = project
+    rule = rule_for("execute", Permit(command="git status", cwd=root), True)
+    assert rule == Rule("execute", "git status", True)
+
+    def verdict(command: str) -> str:
+        return decide("execute", Permit(command=command, cwd=root), "ask", (root,), [rule]).verdict
+
+    assert verdict("git status") == "allow"
+    assert verdict("git status --short") == "allow"
+    for other in (
+        "rm -rf /",
+        "git push",
+        "git statusx",
+        "git status; rm -rf /",
+        "git status && rm -rf .",
+        "git status | sh",
+        "git status > /etc/x",
+        "git status $(rm -rf /)",
+        "git status `rm -rf /`",
+        "git status\nrm -rf /",
+    ):
+        assert verdict(other) == "ask", other
+
+
+def test_rule_prefix_scoping() -> None:
+    assert rule_for("execute", Permit(command="ls -la"), True) == Rule("execute", "ls", True)
+    assert rule_for("execute", Permit(command="pytest tests/unit -q"), True) == Rule(
+        "execute", "pytest", True
+    )
+    assert rule_for("execute", Permit(command="cd x && make"), True) is None
+    assert command_words("echo 'a;b'") is None  # conservative: any operator character
+
+
+def test_edit_rule_covers_one_tree(project: tuple[Path, Path]) -> None:
+    root, _ = project
+    rule = rule_for("edit", Permit(paths=(root / "src" / "a.py",)), True)
+    assert rule is not None
+    assert (
+        decide("edit", Permit(paths=(root / "src" / "b.py",)), "ask", (root,), [rule]).verdict
+        == "allow"
+    )
+    assert decide("edit", Permit(paths=(root / "README",)), "ask", (root,), [rule]).verdict == "ask"
+
+
+def test_reject_always_wins_even_in_bypass(project: tuple[Path, Path]) -> None:
+    root, _ = project
+    rule = Rule("execute", "rm", False)
+    got = decide("execute", Permit(command="rm -rf build", cwd=root), "bypass", (root,), [rule])
+    assert got.verdict == "deny"
+
+
+def test_rules_are_saved_per_project(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = Permissions(RuleStore(tmp_path / "p1", data))
+    first.remember(Rule("execute", "git status", True))
+    again = Permissions(RuleStore(tmp_path / "p1", data))
+    other = Permissions(RuleStore(tmp_path / "p2", data))
+    assert again.rules == [Rule("execute", "git status", True)]
+    assert other.rules == []
+    assert oct(os.stat(first.store.path).st_mode)[-3:] in ("644", "600", "664")
+
+
+def test_corrupt_rule_file_is_ignored(tmp_path: Path) -> None:
+    store = RuleStore(tmp_path / "p", tmp_path / "data")
+    store.path.parent.mkdir(parents=True)
+    store.path.write_text("{not json", encoding="utf-8")
+    assert Permissions(store).rules == []

@@ -1,0 +1,261 @@
+"""Search tools: glob and grep over a real temporary tree, and their schemas."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from acp_server import schemas
+from acp_server.clientapi import NoClient
+from acp_server.tools.base import Permit, Tool, ToolContext, ToolFailure, ToolOutcome
+from acp_server.tools.search import (
+    GLOB,
+    GREP,
+    in_thread,
+    pattern_regex,
+    split_pattern,
+)
+
+
+@dataclass
+class Harness:
+    cwd: Path
+    permits: list[Permit] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+
+    def context(self) -> ToolContext:
+        async def permit(request: Permit) -> None:
+            self.permits.append(request)
+
+        return ToolContext("call_1", self.cwd, (self.cwd,), NoClient(), self.updates.append, permit)
+
+    async def run(self, tool: Tool, **args: Any) -> ToolOutcome:
+        return await tool.run(args, self.context())
+
+
+def tree(root: Path, files: dict[str, str | bytes]) -> None:
+    for rel, body in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(body, bytes):
+            path.write_bytes(body)
+        else:
+            path.write_text(body)
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Harness:
+    tree(
+        tmp_path,
+        {
+            "setup.py": "import os\n",
+            "src/app.py": "def main():\n    return helper()\n",
+            "src/util/helper.py": "def helper():\n    return 42\n",
+            "src/web/index.ts": "export const main = 1;\n",
+            "src/web/view.tsx": "const Main = () => null;\n",
+            "docs/README.md": "# Main docs\n",
+            ".github/ci.yml": "main: true\n",
+            ".git/config.py": "main = 1\n",
+            "node_modules/pkg/index.py": "main = 1\n",
+            ".venv/lib/site.py": "main = 1\n",
+            "src/__pycache__/app.py": "main = 1\n",
+        },
+    )
+    return Harness(tmp_path)
+
+
+# -- glob --------------------------------------------------------------------------------------
+
+
+async def test_glob_recursive_skips_tool_directories(h: Harness) -> None:
+    out = await h.run(GLOB, pattern="**/*.py")
+    assert out.text.splitlines() == ["setup.py", "src/app.py", "src/util/helper.py"]
+    assert h.permits[0].paths == (h.cwd,)
+
+
+async def test_glob_without_double_star_stays_at_its_depth(h: Harness) -> None:
+    assert (await h.run(GLOB, pattern="*.py")).text == "setup.py"
+    assert (await h.run(GLOB, pattern="src/*.py")).text == "src/app.py"
+    assert (await h.run(GLOB, pattern="*/*")).text.splitlines() == [
+        ".github/ci.yml",
+        "docs/README.md",
+        "src/app.py",
+        "src/util/",
+        "src/web/",
+    ]
+
+
+async def test_glob_from_a_base_path_gives_cwd_relative_paths(h: Harness) -> None:
+    out = await h.run(GLOB, pattern="**/*.{ts,tsx}", path="src")
+    assert out.text.splitlines() == ["src/web/index.ts", "src/web/view.tsx"]
+    assert h.permits[0].paths == (h.cwd / "src",)
+
+
+async def test_glob_literal_prefix_narrows_the_walk_and_the_permission(h: Harness) -> None:
+    out = await h.run(GLOB, pattern="src/util/**")
+    assert out.text == "src/util/helper.py"
+    assert h.permits[0].paths == (h.cwd / "src" / "util",)
+    absolute = await h.run(GLOB, pattern=f"{h.cwd}/docs/*.md")
+    assert absolute.text == "docs/README.md"
+
+
+async def test_glob_caps_results_and_says_how_many(h: Harness) -> None:
+    tree(h.cwd, {f"many/f{i:04}.txt": "" for i in range(520)})
+    out = await h.run(GLOB, pattern="many/*.txt")
+    lines = out.text.splitlines()
+    assert len(lines) == 501 and lines[0] == "many/f0000.txt" and lines[499] == "many/f0499.txt"
+    assert "520 matches" in lines[-1]
+
+
+async def test_glob_no_match_and_missing_base(h: Harness) -> None:
+    assert (await h.run(GLOB, pattern="**/*.rs")).text.startswith("No files match **/*.rs")
+    with pytest.raises(ToolFailure, match="Directory not found"):
+        await h.run(GLOB, pattern="*.py", path="missing")
+
+
+def test_pattern_pieces() -> None:
+    assert split_pattern("src/lib/**/*.py") == ("src/lib", ["**", "*.py"])
+    assert split_pattern("/abs/x/*.py") == ("/abs/x", ["*.py"])
+    assert split_pattern("a.py") == ("", ["a.py"])
+    regex = pattern_regex(["**", "test_[a-c]?.py"])
+    assert regex.fullmatch("test_b1.py") and regex.fullmatch("x/y/test_a2.py")
+    assert not regex.fullmatch("test_d1.py") and not regex.fullmatch("test_a/1.py")
+    assert pattern_regex(["[!a]*"]).fullmatch("b.txt")
+    assert not pattern_regex(["[!a]*"]).fullmatch("a.txt")
+
+
+# -- grep --------------------------------------------------------------------------------------
+
+
+async def test_grep_finds_lines_and_reports_locations(h: Harness) -> None:
+    out = await h.run(GREP, pattern=r"def \w+")
+    assert out.text.splitlines() == [
+        "src/app.py:1: def main():",
+        "src/util/helper.py:1: def helper():",
+    ]
+    assert out.locations == [
+        {"path": str(h.cwd / "src/app.py"), "line": 1},
+        {"path": str(h.cwd / "src/util/helper.py"), "line": 1},
+    ]
+    assert h.permits[0].paths == (h.cwd,)
+
+
+async def test_grep_skips_tool_directories_and_honors_options(h: Harness) -> None:
+    out = await h.run(GREP, pattern="main", ignore_case=True, glob="*.{md,yml}")
+    assert out.text.splitlines() == [
+        ".github/ci.yml:1: main: true",
+        "docs/README.md:1: # Main docs",
+    ]
+    scoped = await h.run(GREP, pattern="main", path="src", glob="web/*.ts")
+    assert scoped.text == "src/web/index.ts:1: export const main = 1;"
+
+
+async def test_grep_a_single_file(h: Harness) -> None:
+    out = await h.run(GREP, pattern="return", path="src/util/helper.py")
+    assert out.text == "src/util/helper.py:2:     return 42"
+
+
+async def test_grep_invalid_regex_is_a_failure_with_the_reason(h: Harness) -> None:
+    with pytest.raises(ToolFailure, match=r"Invalid regular expression '\(unclosed'.*missing \)"):
+        await h.run(GREP, pattern="(unclosed")
+    assert h.permits == []
+
+
+async def test_grep_skips_binary_and_huge_files(h: Harness) -> None:
+    tree(
+        h.cwd,
+        {
+            "bin/blob.dat": b"needle\x00\x01\x02",
+            "bin/big.txt": b"needle\n" + b"x" * (2 * 1024 * 1024),
+            "bin/ok.txt": "needle\n",
+        },
+    )
+    out = await h.run(GREP, pattern="needle", path="bin")
+    assert out.text == "bin/ok.txt:1: needle"
+    with pytest.raises(ToolFailure, match="binary"):
+        await h.run(GREP, pattern="needle", path="bin/blob.dat")
+
+
+async def test_grep_stops_at_max_results(h: Harness) -> None:
+    tree(h.cwd, {"many.txt": "hit\n" * 50})
+    out = await h.run(GREP, pattern="hit", path="many.txt", max_results=10)
+    lines = out.text.splitlines()
+    assert lines[:10] == [f"many.txt:{n}: hit" for n in range(1, 11)]
+    assert len(lines) == 11 and "Stopped after 10 matches" in lines[-1]
+    assert out.locations is not None and len(out.locations) == 10
+    exact = await h.run(GREP, pattern="hit", path="many.txt", max_results=50)
+    assert "Stopped" not in exact.text
+
+
+async def test_grep_cuts_long_lines_and_anchors_work_in_crlf_files(h: Harness) -> None:
+    tree(h.cwd, {"long.txt": "start " + "y" * 1000 + "\n", "win.txt": b"a\r\nfoo\r\nb\r\n"})
+    long_line = (await h.run(GREP, pattern="^start", path="long.txt")).text
+    assert long_line == "long.txt:1: start " + "y" * 294 + "…"
+    assert (await h.run(GREP, pattern="^foo$", path="win.txt")).text == "win.txt:2: foo"
+
+
+async def test_grep_no_match(h: Harness) -> None:
+    out = await h.run(GREP, pattern="zebra", path="src")
+    assert out.ok and out.text == "No matches for `zebra` in src/."
+    assert out.locations is None
+
+
+async def test_cancelling_the_caller_stops_the_worker() -> None:
+    started, stopped = threading.Event(), threading.Event()
+
+    def work(stop: threading.Event) -> None:
+        started.set()
+        if stop.wait(5):
+            stopped.set()
+
+    task = asyncio.create_task(in_thread(work))
+    while not started.is_set():
+        await asyncio.sleep(0.001)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.to_thread(stopped.wait, 5)
+    assert stopped.is_set()
+
+
+# -- presentation and schemas ------------------------------------------------------------------
+
+
+def test_titles(h: Harness) -> None:
+    ctx = h.context()
+    assert GLOB.present({"pattern": "**/*.py"}, ctx).title == "Find **/*.py"
+    assert GLOB.present({"pattern": "*.ts", "path": "src"}, ctx).title == "Find *.ts in src/"
+    assert GREP.present({"pattern": "foo", "path": "src"}, ctx).title == "Search for `foo` in src/"
+    assert GREP.present({"pattern": "foo", "glob": "*.py"}, ctx).title == "Search for `foo` (*.py)"
+
+
+@pytest.mark.parametrize("tool", [GLOB, GREP])
+@pytest.mark.parametrize("args", [{}, {"pattern": 5, "path": []}, {"pattern": None, "glob": 1}])
+def test_present_never_raises(h: Harness, tool: Tool, args: dict[str, Any]) -> None:
+    assert tool.present(args, h.context()).title
+
+
+CANONICAL = {
+    "glob": ({"pattern": "**/*.py", "path": "src"}, {"pattern": ""}),
+    "grep": (
+        {"pattern": "TODO", "path": "src", "glob": "*.py", "ignore_case": True, "max_results": 50},
+        {"pattern": "TODO", "max_results": 5000},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CANONICAL))
+def test_schema_accepts_canonical_args_and_rejects_bad_ones(name: str) -> None:
+    schema = schemas.load(f"tools/{name}.json")
+    Draft202012Validator.check_schema(schema)
+    good, bad = CANONICAL[name]
+    validator = Draft202012Validator(schema)
+    assert validator.is_valid(good)
+    assert not validator.is_valid(bad)
+    assert not validator.is_valid({**good, "unknown": 1})
