@@ -44,6 +44,7 @@ TERM_GRACE = 2.0  # SIGTERM, then SIGKILL after this long
 EOF_GRACE = 1.0  # for the output pipe to drain once the command is gone
 CLEANUP_SECONDS = 5.0  # bound on kill / release / reap, also while being cancelled
 POLL_SECONDS = 0.02
+NO_OUTPUT = "(no output)"
 
 # Cleanup steps still running after their caller gave up waiting; kept so they are not
 # garbage-collected mid-flight.
@@ -85,10 +86,9 @@ async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     cwd = ctx.resolve(args["cwd"]) if args.get("cwd") else ctx.cwd
     timeout = _timeout(args.get("timeout_seconds"))
     await ctx.permit(Permit(command=command, cwd=cwd))
-    if not cwd.exists():
-        raise ToolFailure(f"Cannot run the command: the directory {cwd} does not exist.")
     if not cwd.is_dir():
-        raise ToolFailure(f"Cannot run the command: {cwd} is not a directory.")
+        problem = "is not a directory" if cwd.exists() else "does not exist"
+        raise ToolFailure(f"Cannot run the command: the directory {cwd} {problem}.")
     if ctx.client.can_terminal:
         return await _in_terminal(command, cwd, timeout, ctx)
     return await _local(command, cwd, timeout)
@@ -145,9 +145,8 @@ async def _in_terminal(command: str, cwd: Path, timeout: float, ctx: ToolContext
         output=str(output.get("output") or ""),
         earlier_cut=bool(output.get("truncated")),
     )
-    return ToolOutcome(
-        _model_text(result, timeout), ok=result.ok, content=[item], raw_output=result.raw()
-    )
+    text = f"{_status_line(result, timeout)}\n{_shown_output(result.output, result.earlier_cut)}"
+    return ToolOutcome(text, ok=result.ok, content=[item], raw_output=result.raw())
 
 
 async def _create_terminal(client: ClientApi, command: str, cwd: Path) -> str:
@@ -159,7 +158,7 @@ async def _create_terminal(client: ClientApi, command: str, cwd: Path) -> str:
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if await _settle(task, "terminal/create") and _succeeded(task):
+        if await _settle(task, "terminal/create") and not task.cancelled() and not task.exception():
             await _settle(client.release_terminal(task.result()), "terminal/release")
         raise
 
@@ -189,10 +188,6 @@ async def _settle(step: Awaitable[Any], what: str) -> bool:
     if not task.cancelled() and task.exception() is not None:
         log.warning("%s failed: %s", what, task.exception())
     return True
-
-
-def _succeeded(task: asyncio.Future[Any]) -> bool:
-    return task.done() and not task.cancelled() and task.exception() is None
 
 
 # --- as a local subprocess --------------------------------------------------------------------
@@ -251,7 +246,7 @@ async def _local(command: str, cwd: Path, timeout: float) -> ToolOutcome:
     return ToolOutcome(
         f"{status}\n{shown}",
         ok=result.ok,
-        content=[text_content(f"{status}\n{_fenced(shown) if result.output else shown}")],
+        content=[text_content(f"{status}\n{shown if shown == NO_OUTPUT else _fenced(shown)}")],
         raw_output=result.raw(),
     )
 
@@ -382,11 +377,6 @@ def _signal_name(number: int) -> str:
 # --- reporting --------------------------------------------------------------------------------
 
 
-def _model_text(result: _Result, timeout: float) -> str:
-    """A status line, then the end of the output."""
-    return f"{_status_line(result, timeout)}\n{_shown_output(result.output, result.earlier_cut)}"
-
-
 def _status_line(result: _Result, timeout: float) -> str:
     if result.timed_out:
         return f"Timed out after {timeout:g} s; the command was stopped."
@@ -401,7 +391,7 @@ def _shown_output(output: str, earlier_cut: bool) -> str:
     kept = _keep_end(output, MODEL_MAX_CHARS)
     earlier_cut = earlier_cut or len(kept) < len(output)
     if not earlier_cut and not kept.strip():
-        return "(no output)"
+        return NO_OUTPUT
     note = "[… output truncated: the beginning is not shown]\n" if earlier_cut else ""
     return note + kept.rstrip("\n")
 

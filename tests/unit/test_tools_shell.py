@@ -210,6 +210,15 @@ async def test_long_output_keeps_the_end(tmp_path: Path) -> None:
     assert len(outcome.text) < OUTPUT_BYTE_LIMIT
 
 
+async def test_cut_inside_a_utf8_character_is_clean(tmp_path: Path) -> None:
+    # 3-byte characters: the 64 KiB cut lands inside one unless skipped over.
+    outcome = await Harness(tmp_path).run(
+        command="i=0; while [ $i -lt 300 ]; do printf '€%.0s' $(seq 100); i=$((i+1)); done"
+    )
+    assert "\ufffd" not in outcome.text
+    assert outcome.text.endswith("€€€")
+
+
 async def test_output_with_fences_stays_fenced(tmp_path: Path) -> None:
     outcome = await Harness(tmp_path).run(command="printf '```\\ncode\\n```\\n'")
     assert outcome.content is not None
