@@ -240,3 +240,75 @@ async def test_mode_changes_are_announced_both_ways(server_factory: Start, tmp_p
     assert updates_of(before)[0]["currentModeId"] == "plan"
     bad = await server.request("session/set_mode", {"sessionId": session, "modeId": "yolo"})
     assert bad["error"]["code"] == -32602 and "modeId" in bad["error"]["message"]
+
+
+async def test_sessions_on_one_connection_stay_apart(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    """Two sessions prompt at once: every update and every permission request carries the
+    session whose turn made it."""
+    rounds = [
+        {**call("write_file", path="a.txt", content="a"), "delay_ms": 5},
+        {**call("write_file", path="b.txt", content="b"), "delay_ms": 5},
+        {"text": "one done", "delay_ms": 5},
+        {"text": "two done", "delay_ms": 5},
+    ]
+    server = await server_factory("--script", str(script(rounds)), env=_data_env(tmp_path))
+    editor = FakeEditor(fs=True, terminal=False)
+    dirs = [tmp_path / "one", tmp_path / "two"]
+    for d in dirs:
+        d.mkdir()
+    first = await open_session(server, editor, dirs[0])
+    answer = await server.request("session/new", {"cwd": str(dirs[1]), "mcpServers": []})
+    second = answer["result"]["sessionId"]
+    reqs = {}
+    for session in (first, second):
+        reqs[session] = await server.call(
+            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+        )
+    frames = await server.until(lambda f: False if "method" in f else _both(f, reqs, server), 30)
+    owner: dict[str, str] = {}
+    for f in frames:
+        if f.get("method") == "session/update":
+            update = f["params"]["update"]
+            if update["sessionUpdate"] == "tool_call":
+                owner[update["toolCallId"]] = f["params"]["sessionId"]
+    assert len(owner) == 2 and set(owner.values()) == {first, second}
+    for request in editor.permission_requests:
+        assert owner[request["toolCall"]["toolCallId"]] == request["sessionId"]
+    for path, _ in editor.writes:
+        session = first if path.startswith(str(dirs[0])) else second
+        assert path.startswith(str(dirs[0] if session == first else dirs[1]))
+    answers = [f for f in frames if f.get("id") in reqs.values() and "method" not in f]
+    assert {a["result"]["stopReason"] for a in answers} == {"end_turn"}
+
+
+def _both(frame: Frame, reqs: dict[str, Any], server: RawServer) -> bool:
+    answered = {f.get("id") for f in server.seen if "method" not in f}
+    return set(reqs.values()) <= answered
+
+
+@pytest.mark.parametrize("mode", ["ask", "accept_edits", "bypass"])
+async def test_reading_outside_the_project_always_asks(
+    server_factory: Start, script: Any, tmp_path: Path, mode: str
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret\n", encoding="utf-8")
+    (project / "link").symlink_to(tmp_path)
+    rounds = [
+        call("read_file", path="../secret.txt"),
+        call("read_file", path="link/secret.txt"),
+        call("read_file", path=str(secret)),
+        {"text": "ok"},
+    ]
+    editor = FakeEditor(fs=False, terminal=False, choose=lambda params: "reject_once")
+    server = await server_factory("--script", str(script(rounds)), env=_data_env(tmp_path))
+    session = await open_session(server, editor, project, mode=mode)
+    stop, frames = await run_prompt(server, session)
+    assert stop == "end_turn"
+    assert len(editor.permission_requests) == 3
+    for update in final_updates(frames).values():
+        assert update["status"] == "failed"
+        assert "top secret" not in str(update)
