@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from acp_server import updates
 from acp_server.backends import Backend
@@ -21,6 +21,8 @@ from acp_server.messages import (
     FinishReason,
     Message,
     ModelRequest,
+    Notice,
+    PrivateData,
     StreamError,
     TextDelta,
     TextPart,
@@ -36,6 +38,8 @@ from acp_server.tools.base import ToolOutcome
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 Emit = Callable[[updates.Update], None]
+# (text, severity): a `notice` update when the client shows notices, else an agent message.
+Tell = Callable[[str, str], None]
 
 CANCELLED_RESULT = "The user cancelled this tool call before it finished."
 
@@ -72,6 +76,8 @@ class Turn:
     emit: Emit
     tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = 50
+    tell: Tell | None = None
+    system: str = ""
     usage: list[Usage] = field(default_factory=list)
     open_calls: set[str] = field(default_factory=set)
 
@@ -110,11 +116,14 @@ async def run_turn(turn: Turn) -> StopReason:
 
 async def _model_round(turn: Turn) -> _Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
-    request = ModelRequest(messages=tuple(turn.history), tools=turn.tools.specs())
+    request = ModelRequest(
+        messages=tuple(turn.history), tools=turn.tools.specs(), system=turn.system
+    )
     reply = _Reply()
     text: list[str] = []
     thought: list[str] = []
     assembler = ToolCallAssembler()
+    extra: dict[str, Any] = {}
     message_id = f"msg_{uuid.uuid4().hex}"
     thought_id = f"{message_id}_thought"
     try:
@@ -135,6 +144,10 @@ async def _model_round(turn: Turn) -> _Reply:
             elif isinstance(event, StreamError):
                 reply.error = event.message
                 break
+            elif isinstance(event, Notice):
+                _tell(turn, event.text, event.severity)
+            elif isinstance(event, PrivateData):
+                extra.update(event.data)
     finally:
         if reply.finish is not None:
             reply.calls = assembler.calls(f"call_{uuid.uuid4().hex[:8]}_")
@@ -148,6 +161,7 @@ async def _model_round(turn: Turn) -> _Reply:
                     thought="".join(thought),
                     tool_calls=tuple(reply.calls),
                     message_id=message_id,
+                    extra=extra,
                 )
             )
     if reply.finish is None and reply.error is None:
@@ -180,6 +194,13 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
     )
     turn.open_calls.discard(call.id)
     turn.history.append(text_message("tool", outcome.text, tool_call_id=call.id))
+
+
+def _tell(turn: Turn, text: str, severity: str) -> None:
+    if turn.tell is not None:
+        turn.tell(text, severity)
+    else:
+        _say(turn, text)
 
 
 def _say(turn: Turn, text: str) -> None:

@@ -20,6 +20,11 @@ class ClientApi(Protocol):
     @property
     def can_terminal(self) -> bool: ...
 
+    @property
+    def can_notice(self) -> bool:
+        """The client shows `notice` updates (`session.notices` capability)."""
+        ...
+
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
@@ -31,8 +36,15 @@ class ClientApi(Protocol):
     async def write_text_file(self, path: str, content: str) -> None: ...
 
     async def create_terminal(
-        self, command: str, args: list[str], cwd: str, output_byte_limit: int
-    ) -> str: ...
+        self,
+        command: str,
+        args: list[str],
+        cwd: str,
+        output_byte_limit: int,
+        env: list[dict[str, str]],
+    ) -> str:
+        """`env` holds ACP EnvVariable objects ({"name", "value"}) set for the command."""
+        ...
 
     async def terminal_output(self, terminal_id: str) -> dict[str, Any]: ...
 
@@ -49,6 +61,7 @@ class NoClient:
     can_read = False
     can_write = False
     can_terminal = False
+    can_notice = False
 
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
@@ -62,7 +75,12 @@ class NoClient:
         raise NotImplementedError
 
     async def create_terminal(
-        self, command: str, args: list[str], cwd: str, output_byte_limit: int
+        self,
+        command: str,
+        args: list[str],
+        cwd: str,
+        output_byte_limit: int,
+        env: list[dict[str, str]],
     ) -> str:
         raise NotImplementedError
 

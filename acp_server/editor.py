@@ -21,6 +21,10 @@ class Editor:
         self._read = fs.get("readTextFile") is True
         self._write = fs.get("writeTextFile") is True
         self._terminal = capabilities.get("terminal") is True
+        session_caps = capabilities.get("session")
+        self._notice = isinstance(session_caps, dict) and isinstance(
+            session_caps.get("notices"), dict
+        )
 
     @property
     def can_read(self) -> bool:
@@ -33,6 +37,10 @@ class Editor:
     @property
     def can_terminal(self) -> bool:
         return self._terminal
+
+    @property
+    def can_notice(self) -> bool:
+        return self._notice
 
     async def _call(self, method: str, **params: Any) -> Any:
         body = {"sessionId": self._session_id, **{k: v for k, v in params.items() if v is not None}}
@@ -54,7 +62,12 @@ class Editor:
         await self._call("fs/write_text_file", path=path, content=content)
 
     async def create_terminal(
-        self, command: str, args: list[str], cwd: str, output_byte_limit: int
+        self,
+        command: str,
+        args: list[str],
+        cwd: str,
+        output_byte_limit: int,
+        env: list[dict[str, str]],
     ) -> str:
         result = await self._call(
             "terminal/create",
@@ -62,6 +75,7 @@ class Editor:
             args=args,
             cwd=cwd,
             outputByteLimit=output_byte_limit,
+            env=env or None,  # the schema's array is not nullable: omitted when empty
         )
         return str(result["terminalId"])
 

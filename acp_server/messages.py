@@ -74,6 +74,7 @@ class ToolSpec:
 class ModelRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
+    system: str = ""  # the system prompt; never stored in history (each model brings its own)
     max_tokens: int | None = None
 
 
@@ -120,7 +121,26 @@ class StreamError:
     message: str
 
 
-Event = TextDelta | ThoughtDelta | ToolCallDelta | Usage | Finish | StreamError
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should know while the model works, e.g. "retrying in 4 s"."""
+
+    text: str
+    severity: Literal["info", "warning", "error"] = "warning"
+
+
+@dataclass(frozen=True)
+class PrivateData:
+    """Vendor-private data to keep with the assistant message being streamed (for example
+    Anthropic thinking blocks with their signatures). The loop merges it into `Message.extra`;
+    only the backend that produced it reads it back, and a model switch drops it."""
+
+    data: dict[str, Any]
+
+
+Event = (
+    TextDelta | ThoughtDelta | ToolCallDelta | Usage | Finish | StreamError | Notice | PrivateData
+)
 
 
 class ToolCallAssembler:

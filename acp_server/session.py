@@ -9,6 +9,7 @@ dropped once that turn has ended, so nothing arrives after its answer.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,17 @@ from acp_server.permissions import Mode, Permissions, RuleStore
 log = logging.getLogger(__name__)
 
 SendUpdate = Callable[[str, updates.Update], None]
+
+
+@functools.cache
+def _system_template() -> str:
+    return (Path(__file__).parent / "prompts" / "system.md").read_text("utf-8")
+
+
+def system_prompt(cwd: Path, extra: tuple[Path, ...]) -> str:
+    """The packaged system prompt, filled in for this session's roots."""
+    roots = f" (and also {', '.join(map(str, extra))})" if extra else ""
+    return _system_template().format(cwd=cwd, extra_roots=roots)
 
 
 @dataclass
@@ -119,11 +131,20 @@ class Session:
 
         start = len(self.history)
         self.history.append(message)
+
+        def tell(text: str, severity: str) -> None:
+            if self.client.can_notice:
+                emit({"sessionUpdate": "notice", "severity": severity, "title": text})
+            else:
+                emit(updates.message_chunk("agent_message_chunk", text + "\n\n", None))
+
         turn = Turn(
             backend=self.backend,
             history=self.history,
             emit=emit,
             max_requests=self.settings.max_turn_requests,
+            tell=tell,
+            system=system_prompt(self.cwd, self.additional_dirs),
         )
         if self.tools is not None:
             turn.tools = self.tools

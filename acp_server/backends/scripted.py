@@ -88,6 +88,9 @@ class ScriptedBackend:
     def label(self) -> str:
         return f"scripted:{self.path.name}"
 
+    async def context_window(self) -> int | None:
+        return None
+
     def rounds(self) -> list[dict[str, Any]]:
         if self._rounds is None:
             self._rounds = load_script(self.path)

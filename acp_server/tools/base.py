@@ -4,12 +4,15 @@ A tool is a plain async function plus a description. It says what it is about to
 calling `ctx.permit(...)` (paths, a command, a preview such as a diff) *before* touching it;
 the toolbox decides from the session's mode and remembered rules whether that runs, asks the
 user, or is refused. A refusal or any failure the model should hear about is a `ToolFailure`;
-the toolbox turns it into the call's one result. Tools never see the wire.
+the toolbox turns it into the call's one result. Tools never see the wire. The small helpers
+tools share live here too: local file I/O, clipping, and cleanup that survives a cancel.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,6 +21,11 @@ from typing import Any, Literal
 
 from acp_server.clientapi import ClientApi
 from acp_server.errors import RemoteError
+from acp_server.updates import text_content as text_content  # re-exported for the tools
+
+log = logging.getLogger(__name__)
+
+CLEANUP_SECONDS = 5.0  # bound on one cleanup step (kill, release, reap), also while cancelled
 
 # What a call does, for the permission rules: reads run inside the roots, edits and commands
 # depend on the mode, "think" (plans) always runs.
@@ -149,11 +157,6 @@ class Tool:
     run: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutcome]]
 
 
-def text_content(text: str) -> dict[str, Any]:
-    """An ACP ToolCallContent item holding text."""
-    return {"type": "content", "content": {"type": "text", "text": text}}
-
-
 def diff_content(path: Path, old: str | None, new: str) -> dict[str, Any]:
     """An ACP diff item; `old` None means a new file (oldText omitted)."""
     item: dict[str, Any] = {"type": "diff", "path": str(path), "newText": new}
@@ -170,3 +173,34 @@ def clip(text: str, limit: int, what: str = "output") -> str:
     cut = cut if cut > limit // 2 else limit
     dropped = text[cut:].count("\n") + 1
     return text[:cut] + f"\n[… {what} truncated: about {dropped} more lines not shown]"
+
+
+def clip_end(text: str, limit: int) -> str:
+    """The last `limit` characters of `text`, starting on a line boundary when one is near.
+    Adds no note: the caller says that the beginning was left out."""
+    if len(text) <= limit:
+        return text
+    start = len(text) - limit
+    newline = text.find("\n", start, start + limit // 2)
+    return text[newline + 1 :] if newline != -1 else text[start:]
+
+
+# Cleanup steps still running after their caller gave up waiting; kept so they are not
+# garbage-collected mid-flight.
+_background: set[asyncio.Future[Any]] = set()
+
+
+async def settle(step: Awaitable[Any], what: str) -> bool:
+    """Let a cleanup step finish (within CLEANUP_SECONDS) even while the caller is being
+    cancelled: the step itself is never cancelled. A failure is logged, not raised. False if
+    the step did not finish in time."""
+    task = asyncio.ensure_future(step)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    done, _ = await asyncio.wait({task}, timeout=CLEANUP_SECONDS)
+    if not done:
+        log.warning("%s did not finish within %g s", what, CLEANUP_SECONDS)
+        return False
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("%s failed: %s", what, task.exception())
+    return True

@@ -7,8 +7,6 @@ all results the model reads, never exceptions that end the turn. Only cancellati
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,7 +16,15 @@ from acp_server import schemas, updates
 from acp_server.clientapi import ClientApi
 from acp_server.messages import ToolCall, ToolSpec
 from acp_server.permissions import Permissions, inside_roots, rule_for
-from acp_server.tools.base import Emit, Permit, Tool, ToolContext, ToolFailure, ToolOutcome
+from acp_server.tools.base import (
+    Emit,
+    Permit,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolOutcome,
+    settle,
+)
 
 log = logging.getLogger(__name__)
 
@@ -173,10 +179,9 @@ def _command_preview(request: Permit) -> dict[str, Any]:
 
 
 async def _release_leftovers(ctx: ToolContext) -> None:
-    """Safety net: a client terminal a tool left behind is released (kill first)."""
+    """Safety net: a client terminal a tool left behind is released (kill first). Each step is
+    bounded, so an editor that never answers cannot hang the cleanup after a cancel."""
     for terminal_id in list(ctx.terminals):
-        with contextlib.suppress(Exception):
-            await asyncio.shield(ctx.client.kill_terminal(terminal_id))
-        with contextlib.suppress(Exception):
-            await asyncio.shield(ctx.client.release_terminal(terminal_id))
+        await settle(ctx.client.kill_terminal(terminal_id), "terminal/kill")
+        await settle(ctx.client.release_terminal(terminal_id), "terminal/release")
         ctx.terminals.remove(terminal_id)

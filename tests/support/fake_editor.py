@@ -75,10 +75,12 @@ class FakeEditor:
     async def create_terminal(self, params: dict[str, Any]) -> dict[str, Any]:
         self._count += 1
         terminal_id = f"term_{self._count}"
+        env = {**os.environ, **{v["name"]: v["value"] for v in params.get("env", [])}}
         proc = await asyncio.create_subprocess_exec(
             params["command"],
             *params.get("args", []),
             cwd=params.get("cwd"),
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

@@ -51,7 +51,12 @@ class MemoryEditor:
         self.files[path] = content
 
     async def create_terminal(
-        self, command: str, args: list[str], cwd: str, output_byte_limit: int
+        self,
+        command: str,
+        args: list[str],
+        cwd: str,
+        output_byte_limit: int,
+        env: list[dict[str, str]],
     ) -> str:
         raise NotImplementedError
 

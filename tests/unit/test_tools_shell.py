@@ -89,15 +89,23 @@ class TerminalClient(NoClient):
         self.terminals: dict[str, Terminal] = {}
         self.created: list[str] = []
         self.released: list[str] = []
+        self.envs: list[list[dict[str, str]]] = []
 
     async def create_terminal(
-        self, command: str, args: list[str], cwd: str, output_byte_limit: int
+        self,
+        command: str,
+        args: list[str],
+        cwd: str,
+        output_byte_limit: int,
+        env: list[dict[str, str]],
     ) -> str:
         self.log.append(("create", (command, args, cwd, output_byte_limit)))
+        self.envs.append(env)
         proc = await asyncio.create_subprocess_exec(
             command,
             *args,
             cwd=cwd,
+            env={**os.environ, **{v["name"]: v["value"] for v in env}},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -308,6 +316,15 @@ async def test_terminal_runs_via_sh_and_is_released(tmp_path: Path) -> None:
     assert h.ctx.terminals == []
 
 
+async def test_terminal_gets_pagers_off(tmp_path: Path) -> None:
+    client = TerminalClient()
+    outcome = await Harness(tmp_path, client).run(command="echo $PAGER $GIT_PAGER")
+    assert outcome.text == "Exit code 0\ncat cat"
+    assert client.envs == [
+        [{"name": "PAGER", "value": "cat"}, {"name": "GIT_PAGER", "value": "cat"}]
+    ]
+
+
 async def test_terminal_content_is_emitted_before_waiting(tmp_path: Path) -> None:
     h = Harness(tmp_path, TerminalClient())
     outcome = await h.run(command="echo ok")
@@ -365,10 +382,15 @@ async def test_terminal_cancel_kills_and_releases(tmp_path: Path) -> None:
 async def test_cancel_while_creating_still_releases(tmp_path: Path) -> None:
     class SlowCreate(TerminalClient):
         async def create_terminal(
-            self, command: str, args: list[str], cwd: str, output_byte_limit: int
+            self,
+            command: str,
+            args: list[str],
+            cwd: str,
+            output_byte_limit: int,
+            env: list[dict[str, str]],
         ) -> str:
             await asyncio.sleep(0.1)
-            return await super().create_terminal(command, args, cwd, output_byte_limit)
+            return await super().create_terminal(command, args, cwd, output_byte_limit, env)
 
     client = SlowCreate()
     h = Harness(tmp_path, client)

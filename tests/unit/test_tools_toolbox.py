@@ -1,0 +1,76 @@
+"""Toolbox cleanup: a client terminal a tool left behind is killed and released, and an editor
+that never answers cannot hang that cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_server.clientapi import NoClient
+from acp_server.messages import ToolCall
+from acp_server.permissions import Permissions, RuleStore
+from acp_server.tools import base
+from acp_server.tools.base import Presentation, Tool, ToolContext, ToolOutcome
+from acp_server.tools.toolbox import Toolbox
+
+
+class SilentEditor(NoClient):
+    """Accepts terminal/kill and terminal/release but does not answer until `answer` is set."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.answer = asyncio.Event()
+
+    async def kill_terminal(self, terminal_id: str) -> None:
+        self.calls.append(("kill", terminal_id))
+        await self.answer.wait()
+
+    async def release_terminal(self, terminal_id: str) -> None:
+        self.calls.append(("release", terminal_id))
+        await self.answer.wait()
+
+
+async def leaves_a_terminal(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    ctx.terminals.append("term-9")
+    return ToolOutcome("done")
+
+
+# update_plan's schema validates the arguments; the tool itself is this stand-in.
+LEAVER = Tool(
+    name="update_plan",
+    description="",
+    kind="think",
+    effect="think",
+    present=lambda args, ctx: Presentation("leave a terminal"),
+    run=leaves_a_terminal,
+)
+
+
+async def test_unanswered_cleanup_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(base, "CLEANUP_SECONDS", 0.05)
+    client = SilentEditor()
+    toolbox = Toolbox(
+        [LEAVER],
+        cwd=tmp_path,
+        roots=(tmp_path,),
+        client=client,
+        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
+    )
+    call = ToolCall("call-1", "update_plan", {"entries": []})
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        outcome = await toolbox.run(call, lambda update: None)
+    assert time.monotonic() - started < 1
+    assert outcome.text == "done"
+    assert client.calls == [("kill", "term-9"), ("release", "term-9")]
+    assert "terminal/kill did not finish" in caplog.text
+    assert "terminal/release did not finish" in caplog.text
+    client.answer.set()  # let the abandoned steps finish before the loop closes
+    await asyncio.sleep(0)
