@@ -1,0 +1,373 @@
+"""HTTP errors and retries for every HTTP backend, in one place.
+
+An HTTP backend does three things with this module:
+
+1. `send(client, request, ...)` makes one attempt: it returns the open 2xx response (the body is
+   still unread, for streaming) or raises `BackendError` with a message for a person. httpx
+   exceptions are translated here and nowhere else, so no traceback reaches the user.
+2. `lines(response)` reads the body line by line, translating transport errors the same way.
+3. `retrying(attempt, policy)` runs an attempt (an async generator of neutral events) again when
+   it fails with a *transient* `BackendError` before it produced anything the user saw: it yields
+   a `Notice` ("retrying in 4 s (attempt 2 of 4)") *before* sleeping, and turns the final failure
+   into a `StreamError`. Once an attempt yielded a real event, a failure ends the round, so the
+   user never sees a reply repeated.
+
+Transient: HTTP 429, 500, 502, 503, 504, 529, "overloaded" errors, connection errors and resets,
+and a timeout before the response started. Everything else is final: 401/403 (with a hint to
+check the API key), context overflows (flagged, so callers can compact instead), other 4xx.
+
+    async def _attempt(self, request):
+        response = await send(self._client, build(request), api_key_env="MY_KEY")
+        try:
+            async for line in lines(response):
+                ...yield events...
+        finally:
+            await response.aclose()
+
+    def stream(self, request):
+        return retrying(lambda: self._attempt(request), self.retry)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import random
+import re
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from acp_server.messages import Event, Notice, StreamError
+
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504, 529})
+MAX_DETAIL = 500  # characters of an unrecognized error body shown to a person
+_MAX_BODY = 64 * 1024  # bytes of an error body read at all
+_OVERFLOW = re.compile(
+    r"context[ _-]?(length|window|size)|too many tokens|maximum context|prompt is too long"
+    r"|exceeds? (the )?(available |maximum )?context",
+    re.IGNORECASE,
+)
+SERVER = "The model server"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a transient failure is retried."""
+
+    attempts: int = 4  # in total, the first one included
+    base_delay: float = 1.0  # seconds before the first retry (doubled each time, jittered)
+    max_delay: float = 30.0  # cap of the exponential backoff
+    retry_after_cap: float = 60.0  # cap of a server's `Retry-After`
+
+    def delay(self, failures: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after the `failures`-th failed attempt."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.retry_after_cap)
+        backoff = min(self.max_delay, self.base_delay * 2.0 ** max(failures - 1, 0))
+        return backoff / 2 + random.uniform(0, backoff / 2)
+
+
+class BackendError(Exception):
+    """One failed attempt to talk to a model server; `message` is for a person.
+
+    Lives only inside backends: `retrying` turns it into a `StreamError` event, so it never
+    reaches the agent loop or the wire.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str = "failed",
+        transient: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+        body: str = "",
+        context_overflow: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason  # short, for the retry notice: "answered HTTP 429 (rate limited)"
+        self.transient = transient
+        self.status = status
+        self.retry_after = retry_after
+        self.body = body  # the raw error body (capped), for callers that look for a keyword
+        self.context_overflow = context_overflow
+
+
+# ----- one attempt ------------------------------------------------------------------------------
+
+
+async def send(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    *,
+    first_byte_timeout: float | None = None,
+    api_key_env: str | None = None,
+) -> httpx.Response:
+    """Send one request; return the open 2xx response (caller closes it) or raise BackendError.
+
+    `first_byte_timeout` bounds the wait for the response to start (a local server may read a
+    long prompt for minutes before it answers); `api_key_env` names the variable a 401 hints at.
+    """
+    try:
+        async with asyncio.timeout(first_byte_timeout):
+            response = await client.send(request, stream=True)
+    except TimeoutError:
+        raise BackendError(
+            f"{SERVER} did not start answering within {_seconds(first_byte_timeout or 0)}.",
+            reason="did not start answering in time",
+            transient=True,
+        ) from None
+    except httpx.HTTPError as exc:
+        raise translate(exc, request.url) from None
+    if response.is_success:
+        return response
+    try:
+        body = await _read_capped(response)
+    except httpx.HTTPError:
+        body = ""
+    finally:
+        await response.aclose()
+    raise error_from_response(response.status_code, response.headers, body, api_key_env)
+
+
+async def lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The body's lines; transport errors become a (transient) BackendError."""
+    try:
+        async for line in response.aiter_lines():
+            yield line
+    except httpx.HTTPError as exc:
+        raise translate(exc, response.request.url) from None
+
+
+async def read_json(response: httpx.Response) -> Any:
+    """The whole body as JSON; transport errors and non-JSON become a BackendError."""
+    try:
+        raw = await response.aread()
+    except httpx.HTTPError as exc:
+        raise translate(exc, response.request.url) from None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        detail = _plain_detail(raw.decode("utf-8", "replace"), response.headers)
+        message = f"{SERVER} answered with something that is not JSON"
+        raise BackendError(message + (f": {detail}" if detail else ".")) from None
+
+
+async def _read_capped(response: httpx.Response) -> str:
+    data = b""
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) >= _MAX_BODY:
+            break
+    return data[:_MAX_BODY].decode("utf-8", "replace")
+
+
+# ----- error translation ------------------------------------------------------------------------
+
+
+def translate(exc: httpx.HTTPError, url: httpx.URL | str | None = None) -> BackendError:
+    """An httpx exception as a BackendError: connection trouble is transient, the rest final."""
+    where = f" at {_origin(url)}" if url is not None else ""
+    detail = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectTimeout):
+        return BackendError(
+            f"Timed out connecting to {SERVER.lower()}{where}.",
+            reason="could not be reached",
+            transient=True,
+        )
+    if isinstance(exc, httpx.ConnectError):
+        return BackendError(
+            f"Could not connect to {SERVER.lower()}{where}: {detail}.",
+            reason="could not be reached",
+            transient=True,
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return BackendError(
+            f"{SERVER}{where} stopped answering (timed out).",
+            reason="stopped answering (timed out)",
+            transient=True,
+        )
+    if isinstance(exc, httpx.TransportError) and not isinstance(
+        exc, httpx.UnsupportedProtocol | httpx.ProxyError
+    ):
+        return BackendError(
+            f"{SERVER}{where} closed the connection: {detail}.",
+            reason="closed the connection",
+            transient=True,
+        )
+    return BackendError(f"The request to {SERVER.lower()}{where} failed: {detail}.")
+
+
+def error_from_response(
+    status: int, headers: Mapping[str, str], body: str, api_key_env: str | None = None
+) -> BackendError:
+    """The BackendError for a non-2xx answer: classified, with the best message for a person."""
+    phrase = _phrase(status)
+    envelope = envelope_message(_loads(body))
+    detail = envelope or _plain_detail(body, headers)
+    retry_after = retry_after_seconds(headers)
+    if status in (401, 403):
+        where = f"the {api_key_env} environment variable" if api_key_env else "the configuration"
+        message = f"{SERVER} refused the request (HTTP {status} {phrase}). Check the API key in "
+        message += f"{where}." + (f" It said: {detail}" if detail else "")
+        return BackendError(message, status=status, body=body)
+    if status in (400, 413, 422) and detail and _OVERFLOW.search(detail):
+        return BackendError(
+            f"The conversation is too long for the model's context window: {detail}",
+            status=status,
+            body=body,
+            context_overflow=True,
+        )
+    overloaded = "overloaded" in body.lower()
+    message = f"{SERVER} answered HTTP {status} {phrase}" + (f": {detail}" if detail else ".")
+    return BackendError(
+        message,
+        reason=f"answered HTTP {status} ({'rate limited' if status == 429 else phrase})",
+        transient=status in TRANSIENT_STATUS or overloaded,
+        status=status,
+        retry_after=retry_after,
+        body=body,
+    )
+
+
+def error_from_payload(payload: Any) -> BackendError | None:
+    """The BackendError for an error envelope that arrived inside a 200 stream, if it is one."""
+    if not isinstance(payload, dict) or not payload.get("error"):
+        return None
+    detail = envelope_message(payload) or "no details given"
+    error = payload["error"]
+    kind = str(error.get("type", "")) if isinstance(error, dict) else ""
+    code = error.get("code") if isinstance(error, dict) else None
+    overloaded = "overloaded" in f"{kind} {detail}".lower()
+    transient = overloaded or code in TRANSIENT_STATUS
+    if _OVERFLOW.search(detail):
+        return BackendError(
+            f"The conversation is too long for the model's context window: {detail}",
+            context_overflow=True,
+        )
+    return BackendError(
+        f"{SERVER} reported an error: {detail}",
+        reason="is overloaded" if overloaded else "reported an error",
+        transient=transient,
+    )
+
+
+def envelope_message(payload: Any) -> str | None:
+    """`error.message`, `error` as a string, or a top-level `message`/`detail`, when present."""
+    if not isinstance(payload, dict):
+        return None
+    error = payload.get("error")
+    if isinstance(error, dict) and error.get("message"):
+        return _cap(str(error["message"]))
+    if isinstance(error, str) and error:
+        return _cap(error)
+    for key in ("message", "detail"):
+        value = payload.get(key)
+        if isinstance(value, str) and value:
+            return _cap(value)
+        if isinstance(value, list) and value:  # FastAPI-style validation errors
+            parts = [str(v.get("msg", v)) if isinstance(v, dict) else str(v) for v in value]
+            return _cap("; ".join(parts))
+    return None
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """The server's requested wait: `retry-after-ms`, or `Retry-After` in seconds or HTTP-date."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        with contextlib.suppress(ValueError):
+            return max(float(millis) / 1000, 0.0)
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(float(value), 0.0)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+def _plain_detail(body: str, headers: Mapping[str, str]) -> str:
+    """A non-envelope body as a detail: never an HTML page, capped."""
+    text = body.strip()
+    kind = headers.get("content-type", "").lower()
+    if "html" in kind or text[:100].lower().startswith(("<!doctype", "<html", "<head", "<body")):
+        return ""
+    return _cap(text)
+
+
+def _cap(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
+
+
+def _loads(body: str) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _phrase(status: int) -> str:
+    return httpx.codes.get_reason_phrase(status) or ("Overloaded" if status == 529 else "Error")
+
+
+def _origin(url: httpx.URL | str | None) -> str:
+    parsed = httpx.URL(str(url))
+    return f"{parsed.scheme}://{parsed.netloc.decode('ascii', 'replace')}"
+
+
+def _seconds(delay: float) -> str:
+    return f"{round(delay)} s" if delay >= 1 else f"{delay:.2g} s"
+
+
+# ----- retrying ---------------------------------------------------------------------------------
+
+
+def retry_notice(failure: BackendError, delay: float, attempt: int, attempts: int) -> Notice:
+    """What the user reads before the wait: which failure, how long, which attempt is next."""
+    return Notice(
+        f"{SERVER} {failure.reason}; retrying in {_seconds(delay)} (attempt {attempt} of "
+        f"{attempts})."
+    )
+
+
+async def retrying(
+    attempt: Callable[[], AsyncGenerator[Event, None]],
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[Event]:
+    """Run `attempt()` until one completes, retrying transient failures that happened before
+    the attempt yielded anything but `Notice`s; the final failure becomes a `StreamError`."""
+    for number in range(1, policy.attempts + 1):
+        started = False
+        try:
+            async with contextlib.aclosing(attempt()) as events:
+                async for event in events:
+                    started = started or not isinstance(event, Notice)
+                    yield event
+            return
+        except BackendError as failure:
+            if started or not failure.transient or number >= policy.attempts:
+                yield StreamError(_final_message(failure, number))
+                return
+            delay = policy.delay(number, failure.retry_after)
+            yield retry_notice(failure, delay, number + 1, policy.attempts)
+            await sleep(delay)
+
+
+def _final_message(failure: BackendError, attempts: int) -> str:
+    if attempts <= 1:
+        return failure.message
+    return f"{failure.message.rstrip('.')} (gave up after {attempts} attempts)."

@@ -1,0 +1,264 @@
+"""The OpenAI chat-completions dialect: neutral request → JSON body, wire chunks → neutral events.
+
+Pure functions and one small parser class, no I/O; `openai.py` does the HTTP. The traps handled
+here are the ones real OpenAI-compatible servers set:
+
+- assistant `content` is always a string, `""` when empty, never null (llama.cpp rejects null);
+- tool-call arguments are sent as a JSON string; thoughts are never resent;
+- streamed tool calls are keyed by `index`: id and name are *set* (llama.cpp repeats them in
+  every delta), arguments appended; a new id at a known index starts a new call (some gateways
+  send parallel calls all at index 0);
+- the finish reason and the usage are held until the stream ends: the usage chunk follows the
+  finish chunk, and some servers repeat a running usage in every chunk (one Usage goes out);
+- an error envelope inside a 200 stream is an error, never an empty reply.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from acp_server.backends._http import BackendError, error_from_payload
+from acp_server.backends._sse import SseEvent
+from acp_server.messages import (
+    Event,
+    Finish,
+    FinishReason,
+    ImagePart,
+    Message,
+    ModelRequest,
+    TextDelta,
+    TextPart,
+    ThoughtDelta,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+
+log = logging.getLogger(__name__)
+
+FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "eos": "stop",
+    "end_turn": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "content_filter": "refusal",
+    "refusal": "refusal",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+}
+CLOSED_MID_REPLY = "The connection to the model server closed mid-reply."
+
+
+# ----- request --------------------------------------------------------------------------------
+
+
+def payload(
+    model: str, request: ModelRequest, *, stream: bool, stream_options: bool
+) -> dict[str, Any]:
+    """The JSON body of a chat-completions request."""
+    body: dict[str, Any] = {"model": model, "messages": render_messages(request)}
+    if request.tools:
+        body["tools"] = [render_tool(tool) for tool in request.tools]
+        # Explicit: some gateways otherwise let the model describe the action in prose.
+        body["tool_choice"] = "auto"
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
+    body["stream"] = stream
+    if stream and stream_options:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def render_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    out += [render_message(message) for message in request.messages]
+    return out
+
+
+def render_message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.text}
+    if message.role == "assistant":
+        rendered: dict[str, Any] = {"role": "assistant", "content": message.text}
+        if message.tool_calls:
+            rendered["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    # Invalid argument text is not resent: templates that parse it would fail.
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                }
+                for call in message.tool_calls
+            ]
+        return rendered
+    return {"role": message.role, "content": _user_content(message)}
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    if not any(isinstance(part, ImagePart) for part in message.content):
+        return message.text
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "text": part.text})
+        else:
+            url = f"data:{part.mime_type};base64,{part.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
+def render_tool(tool: ToolSpec) -> dict[str, Any]:
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return {"type": "function", "function": function}
+
+
+# ----- streamed response ------------------------------------------------------------------------
+
+
+class ChunkParser:
+    """Turns SSE events of one streamed reply into neutral events; the usage and the Finish
+    come from `final_events()` once the stream ended."""
+
+    def __init__(self) -> None:
+        self.chunks = 0  # JSON chunks seen; 0 at the end means the server sent nothing
+        self.done = False  # saw `[DONE]`
+        self.finish: FinishReason | None = None
+        self.usage: Usage | None = None
+        self.saw_calls = False
+        self._slots: dict[int, int] = {}  # wire index → our index
+        self._ids: dict[int, str] = {}  # our index → call id
+        self._next_index = 0
+
+    def feed(self, sse: SseEvent) -> list[Event]:
+        """Events for one SSE event; raises BackendError for an error frame."""
+        if sse.done:
+            self.done = True
+            return []
+        try:
+            chunk = json.loads(sse.data)
+        except ValueError:
+            if sse.event == "error":
+                detail = sse.data[:500]
+                raise BackendError(f"The model server reported an error: {detail}") from None
+            log.debug("ignoring a non-JSON stream frame: %.200s", sse.data)
+            return []
+        failure = error_from_payload(chunk)
+        if failure is not None:
+            raise failure
+        if not isinstance(chunk, dict):
+            return []
+        self.chunks += 1
+        return self.chunk_events(chunk)
+
+    def chunk_events(self, chunk: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            out += self._delta_events(choice.get("delta") or {})
+            if choice.get("finish_reason"):
+                self.finish = map_finish(choice["finish_reason"])
+        # Held for the end: some servers repeat (cumulative) usage in every chunk.
+        self.usage = usage_event(chunk.get("usage")) or self.usage
+        return out
+
+    def final_events(self) -> list[Event]:
+        """Usage (if any) and the Finish, once the stream ended; raises if it was cut off."""
+        finish = Finish(self.final_reason())
+        return [self.usage, finish] if self.usage is not None else [finish]
+
+    def final_reason(self) -> FinishReason:
+        """The reply's finish reason once the stream ended; raises if it was cut off."""
+        if self.finish is None and not self.done:
+            raise BackendError(CLOSED_MID_REPLY, reason="closed the connection", transient=True)
+        reason = self.finish or ("tool_calls" if self.saw_calls else "stop")
+        return "tool_calls" if reason == "stop" and self.saw_calls else reason
+
+    def _delta_events(self, delta: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        thought = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(thought, str) and thought:
+            out.append(ThoughtDelta(thought))
+        if isinstance(delta.get("content"), str) and delta["content"]:
+            out.append(TextDelta(delta["content"]))
+        for position, call in enumerate(delta.get("tool_calls") or []):
+            if isinstance(call, dict):
+                out.append(self._call_delta(position, call))
+        return out
+
+    def _call_delta(self, position: int, call: dict[str, Any]) -> ToolCallDelta:
+        self.saw_calls = True
+        function = call.get("function") or {}
+        call_id = call.get("id") or None
+        wire_index = call.get("index")
+        index = self._slot(wire_index if isinstance(wire_index, int) else position, call_id)
+        return ToolCallDelta(
+            index, call_id, function.get("name") or None, _arguments(function.get("arguments"))
+        )
+
+    def _slot(self, wire_index: int, call_id: str | None) -> int:
+        """Our index for a wire index: a new one when a different call id shows up there."""
+        index = self._slots.get(wire_index)
+        known = self._ids.get(index) if index is not None else None
+        if index is None or (call_id and known and call_id != known):
+            index = self._next_index
+            self._next_index += 1
+            self._slots[wire_index] = index
+        if call_id:
+            self._ids[index] = call_id
+        return index
+
+
+# ----- non-streamed response --------------------------------------------------------------------
+
+
+def completion_events(body: Any) -> list[Event]:
+    """The events of a whole (non-streamed) chat completion, Finish included; raises
+    BackendError for an error envelope or a reply without choices."""
+    failure = error_from_payload(body)
+    if failure is not None:
+        raise failure
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        raise BackendError("The model server returned an empty reply.")
+    choice = choices[0]
+    parser = ChunkParser()
+    events = parser.chunk_events(
+        {
+            "choices": [
+                {"delta": choice.get("message") or {}, "finish_reason": choice.get("finish_reason")}
+            ],
+            "usage": body.get("usage"),
+        }
+    )
+    parser.done = True
+    return events + parser.final_events()
+
+
+def map_finish(reason: Any) -> FinishReason:
+    return FINISH_REASONS.get(str(reason), "stop")
+
+
+def usage_event(usage: Any) -> Usage | None:
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    return Usage(
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        cached_tokens=int(cached or 0),
+    )
+
+
+def _arguments(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):  # some servers send an object instead of its JSON text
+        return json.dumps(value)
+    return ""

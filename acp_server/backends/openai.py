@@ -1,0 +1,215 @@
+"""The OpenAI-compatible chat-completions backend (OpenAI, vLLM, llama.cpp, LM Studio, gateways).
+
+One round is `POST {base_url}/chat/completions` with `stream: true`, parsed from SSE into neutral
+events (the dialect lives in `_openai_wire`). Around it, in this order:
+
+- inline tool calls are recovered from the text (`textcalls.CallRecovery`), with one retry when
+  the reply's only call could not be read;
+- transient failures are retried with backoff and a notice (`_http.retrying`); a failure after
+  the user saw part of the reply ends the round instead, so nothing is shown twice — in
+  particular a stream that closes mid-reply (no finish reason, no `[DONE]`) is retried only if
+  it had produced no event yet;
+- a strict server that answers 400/422 about `stream_options` gets the request again without it,
+  and never sees it again from this backend instance;
+- an empty 200 stream (llama.cpp may send no chunk at all when tools are offered) is asked again
+  once with `stream: false`, and the JSON answer becomes the same events.
+
+`context_window()` asks `GET {base_url}/models` (`context_length`, vLLM's `max_model_len`, ...)
+and llama.cpp's `GET {root}/props` (`n_ctx`); the answer is cached, and unknown is None.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+
+from acp_server.backends._http import (
+    BackendError,
+    RetryPolicy,
+    lines,
+    read_json,
+    retrying,
+    send,
+)
+from acp_server.backends._openai_wire import ChunkParser, completion_events, payload
+from acp_server.backends._sse import sse_events
+from acp_server.backends.textcalls import CallRecovery
+from acp_server.messages import Event, ModelRequest
+
+log = logging.getLogger(__name__)
+
+WINDOW_FIELDS = ("context_length", "max_model_len", "max_context_length", "context_window")
+
+
+class OpenAIBackend:
+    """Streams rounds from an OpenAI-compatible server. Close with `aclose()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        api_key_env: str | None = None,
+        retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+        first_byte_timeout: float | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = str(httpx.URL(base_url.rstrip("/")))
+        self.model = model
+        self.retry = retry
+        self.api_key_env = api_key_env  # named in the hint when the server refuses the key
+        self.connect_timeout = connect_timeout
+        # How long the server may think before the response starts (reading a long prompt).
+        self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers.update(headers or {})
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self._stream_options = True  # False once a strict server refused it
+        self._recovery = CallRecovery()
+        self._window: int | None = None
+        self._window_known = False
+
+    @property
+    def label(self) -> str:
+        return f"openai:{self.model}"
+
+    @property
+    def sends_stream_options(self) -> bool:
+        return self._stream_options
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        return self._recovery.stream(self._round, request)
+
+    def _round(self, request: ModelRequest) -> AsyncIterator[Event]:
+        return retrying(lambda: self._attempt(request), self.retry)
+
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[Event, None]:
+        """One streamed request (and its non-streamed fallback); raises BackendError."""
+        response = await self._open(request)
+        parser = ChunkParser()
+        try:
+            async for sse in sse_events(lines(response)):
+                for event in parser.feed(sse):
+                    yield event
+                if parser.done:
+                    break
+        finally:
+            await response.aclose()
+        if parser.chunks == 0:
+            log.info("%s answered an empty stream; asking again without streaming", self.label)
+            for event in await self._complete(request):
+                yield event
+            return
+        for event in parser.final_events():
+            yield event
+
+    async def _open(self, request: ModelRequest) -> httpx.Response:
+        try:
+            return await self._post(request, stream=True)
+        except BackendError as failure:
+            refused = failure.status in (400, 422) and "stream_options" in failure.body.lower()
+            if not (self._stream_options and refused):
+                raise
+        log.info("%s refused stream_options; not sending it again", self.label)
+        self._stream_options = False
+        return await self._post(request, stream=True)
+
+    async def _complete(self, request: ModelRequest) -> list[Event]:
+        response = await self._post(request, stream=False)
+        try:
+            body = await read_json(response)
+        finally:
+            await response.aclose()
+        return completion_events(body)
+
+    async def _post(self, request: ModelRequest, *, stream: bool) -> httpx.Response:
+        body = payload(self.model, request, stream=stream, stream_options=self._stream_options)
+        client = self._http()
+        url = f"{self.base_url}/chat/completions"
+        return await send(
+            client,
+            client.build_request("POST", url, json=body, headers=self._headers),
+            # Unstreamed, the answer starts only when the whole reply is written.
+            first_byte_timeout=self.first_byte_timeout if stream else None,
+            api_key_env=self.api_key_env,
+        )
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
+        return self._client
+
+    # ----- context window -----------------------------------------------------------------------
+
+    async def context_window(self) -> int | None:
+        """The window the server reports (cached once the server answered); None if unknown."""
+        if not self._window_known:
+            self._window, self._window_known = await self._discover_window()
+        return self._window
+
+    async def _discover_window(self) -> tuple[int | None, bool]:
+        """(window, whether the server answered at all — only then is the answer final)."""
+        models = await self._get_json(f"{self.base_url}/models")
+        window = window_from_models(models, self.model)
+        if window is not None:
+            return window, True
+        props = await self._get_json(f"{self.base_url.removesuffix('/v1')}/props")
+        return window_from_props(props), models is not None or props is not None
+
+    async def _get_json(self, url: str) -> Any:
+        """The JSON at `url`, or None when it cannot be had (discovery is best effort)."""
+        try:
+            response = await self._http().get(
+                url, headers=self._headers, timeout=httpx.Timeout(self.connect_timeout)
+            )
+            response.raise_for_status()
+            return response.json()
+        except Exception as exc:  # never fail a turn over discovery
+            log.debug("context window: GET %s failed: %s", url, exc)
+            return None
+
+
+def window_from_models(body: Any, model: str) -> int | None:
+    """The window of `model` in a `/models` listing (the only entry counts as a match)."""
+    entries = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        return None
+    entries = [entry for entry in entries if isinstance(entry, dict)]
+    matching = [entry for entry in entries if entry.get("id") == model]
+    if not matching and len(entries) == 1:
+        matching = entries  # llama.cpp serves one model, whatever name the config gave it
+    for entry in matching:
+        for name in WINDOW_FIELDS:
+            window = _positive_int(entry.get(name))
+            if window is not None:
+                return window
+    return None
+
+
+def window_from_props(body: Any) -> int | None:
+    """llama.cpp `/props`: `n_ctx`, or `default_generation_settings.n_ctx`."""
+    if not isinstance(body, dict):
+        return None
+    settings = body.get("default_generation_settings")
+    nested = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return _positive_int(body.get("n_ctx")) or _positive_int(nested)
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if value >= 1 and int(value) == value else None
