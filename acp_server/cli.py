@@ -33,6 +33,10 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
 
 EPILOG = """\
 environment:
+  ACP_SERVER_MODEL=D:MODEL   same as --model D:MODEL
+  OPENAI_BASE_URL, OPENAI_API_KEY        any OpenAI-compatible server (vLLM, LM Studio, ...)
+  ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL  Anthropic
+  OLLAMA_HOST                            Ollama (default 127.0.0.1:11434)
   ACP_SERVER_SCRIPT=FILE     same as --script FILE
   ACP_SERVER_LOG_LEVEL=LEVEL same as --log-level LEVEL
 
@@ -47,6 +51,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=argparse.SUPPRESS,
         help="answer with the scripted backend, playing FILE (JSON array or JSONL of rounds)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="DIALECT:MODEL",
+        default=argparse.SUPPRESS,
+        help="the model, e.g. ollama:qwen3:8b, openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5",
     )
     parser.add_argument(
         "--max-turn-requests",
@@ -133,9 +143,14 @@ def choose_backend(args: argparse.Namespace) -> Backend:
         from acp_server.backends.scripted import ScriptedBackend
 
         return ScriptedBackend(Path(script).expanduser().resolve())
-    from acp_server.backends.unconfigured import UnconfiguredBackend
+    from acp_server.backends import select
 
-    return UnconfiguredBackend()
+    try:
+        return select.choose(getattr(args, "model", None), os.environ)
+    except select.ModelSpecError as exc:
+        from acp_server.backends.unconfigured import UnconfiguredBackend
+
+        return UnconfiguredBackend(str(exc))
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -173,6 +188,8 @@ async def _serve(wire_fd: int, args: argparse.Namespace) -> None:
         await task
     except asyncio.CancelledError:
         log.info("stopping on a signal")
+    finally:
+        agent.close()
     # Backstop: whatever a stuck task does, the process is gone within a second of the request.
     backstop = threading.Timer(0.8, os._exit, args=(0,))
     backstop.daemon = True

@@ -65,7 +65,11 @@ def run_headless(args: argparse.Namespace) -> int:
 
 def _server_argv(args: argparse.Namespace) -> list[str]:
     argv = [sys.executable, "-m", "acp_server", "serve"]
-    for flag, attr in (("--script", "script"), ("--max-turn-requests", "max_turn_requests")):
+    for flag, attr in (
+        ("--script", "script"),
+        ("--max-turn-requests", "max_turn_requests"),
+        ("--model", "model"),
+    ):
         value = getattr(args, attr, None)
         if value is not None:
             argv += [flag, str(Path(value).resolve()) if attr == "script" else str(value)]

@@ -1,36 +1,47 @@
 """ACP v1 methods on top of a JSON-RPC connection: handshake, sessions, prompts, cancel.
 
 Inbound params are checked against our schemas in `schemas/acp/` (lenient about unknown
-fields, precise about the ones we use) and rejected with -32602 naming the field.
+fields, precise about the ones we use) and rejected with -32602 naming the field. Restoring
+stored sessions (load, resume, list, close, delete, fork) lives in `lifecycle.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import os
-import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server import __version__, schemas
+from acp_server import __version__
 from acp_server.config import Settings
 from acp_server.errors import InvalidParams, ResourceNotFound
 from acp_server.jsonrpc import Connection, NotificationHandler, Params, RequestHandler
+from acp_server.params import absolute_dir, check, directories, warm_up_validation
 
 if TYPE_CHECKING:
     # Imported where used: the session machinery is not needed to answer `initialize`,
     # and loading it later keeps the handshake ~10 ms faster.
     from acp_server.backends import Backend
     from acp_server.messages import Message
+    from acp_server.permissions import Mode
     from acp_server.session import Session
+    from acp_server.store import Store
     from acp_server.updates import Update
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+SESSION_CAPABILITIES: dict[str, Any] = {
+    "list": {},
+    "resume": {},
+    "close": {},
+    "delete": {},
+    "fork": {},
+}
 
 
 class AcpAgent:
@@ -46,9 +57,13 @@ class AcpAgent:
         self.client_capabilities: dict[str, Any] = {}
         self.client_info: dict[str, Any] = {}
         self.conn: Connection | None = None
+        self._store: Store | None = None
+        self._store_failed = False
 
     def request_handlers(self) -> dict[str, RequestHandler]:
-        return {
+        from acp_server import lifecycle
+
+        handlers: dict[str, RequestHandler] = {
             "initialize": self.initialize,
             "authenticate": self.authenticate,
             "session/new": self.new_session,
@@ -56,6 +71,9 @@ class AcpAgent:
             "session/set_mode": self.set_mode,
             "session/set_config_option": self.set_config_option,
         }
+        for method, handler in lifecycle.HANDLERS.items():
+            handlers[method] = functools.partial(handler, self)
+        return handlers
 
     def notification_handlers(self) -> dict[str, NotificationHandler]:
         return {"session/cancel": self.cancel}
@@ -63,7 +81,7 @@ class AcpAgent:
     # ----- handshake -----------------------------------------------------------------------
 
     async def initialize(self, params: Params) -> dict[str, Any]:
-        _check("initialize", "acp/initialize.json", params)
+        check("initialize", "acp/initialize.json", params)
         caps = params.get("clientCapabilities")
         self.client_capabilities = caps if isinstance(caps, dict) else {}
         info = params.get("clientInfo")
@@ -71,10 +89,10 @@ class AcpAgent:
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {},
+                "sessionCapabilities": SESSION_CAPABILITIES,
             },
             "authMethods": [],
             "agentInfo": {"name": "acp-server", "title": "acp-server", "version": __version__},
@@ -87,35 +105,90 @@ class AcpAgent:
     # ----- sessions ------------------------------------------------------------------------
 
     async def new_session(self, params: Params) -> dict[str, Any]:
-        from acp_server.editor import Editor
-        from acp_server.session import Session
-
-        _check("session/new", "acp/session_new.json", params)
-        cwd = _absolute_dir(params["cwd"], "cwd")
-        extra = tuple(
-            _absolute_dir(d, f"additionalDirectories[{i}]")
-            for i, d in enumerate(params.get("additionalDirectories") or [])
+        check("session/new", "acp/session_new.json", params)
+        cwd = absolute_dir(params["cwd"], "cwd")
+        session = self.open_session(
+            f"sess_{uuid.uuid4().hex}", cwd, directories(params), params.get("mcpServers")
         )
-        session_id = f"sess_{uuid.uuid4().hex}"
+        if self.store is not None:
+            from acp_server.store import SessionRow
+
+            now = time.time()
+            row = SessionRow(
+                session.id,
+                str(cwd),
+                [str(d) for d in session.additional_dirs],
+                None,
+                now,
+                now,
+                {"mode": session.mode},
+            )
+            self.store.create(row)
+        asyncio.get_running_loop().call_soon(warm_up_validation)
+        return {"sessionId": session.id, **session_state(session)}
+
+    def open_session(
+        self,
+        session_id: str,
+        cwd: Path,
+        extra: tuple[Path, ...],
+        mcp_servers: list[dict[str, Any]] | None,
+        *,
+        history: list[Message] | None = None,
+        mode: Mode | None = None,
+        title: str | None = None,
+    ) -> Session:
+        """A live session (new or restored), registered on this connection."""
+        from acp_server.editor import Editor
+        from acp_server.session import History, Session
+        from acp_server.transcript import Recorder
+
         assert self.conn is not None
+        recorder = Recorder(self.store, session_id) if self.store is not None else None
         session = Session(
             id=session_id,
             client=Editor(self.conn, session_id, self.client_capabilities),
             cwd=cwd,
             additional_dirs=extra,
-            mcp_servers=list(params.get("mcpServers") or []),
+            mcp_servers=list(mcp_servers or []),
             backend=self.backend,
-            send_update=self._send_update,
+            send_update=self.send_update,
             settings=self.settings,
+            history=History(history or ()),
+            recorder=recorder,
+            title=title,
         )
-        self.sessions[session.id] = session
-        asyncio.get_running_loop().call_soon(_warm_up_validation)
-        return {"sessionId": session.id, **_session_state(session)}
+        if mode is not None and session.permissions is not None:
+            session.permissions.mode = mode
+        self.sessions[session_id] = session
+        return session
+
+    @property
+    def store(self) -> Store | None:
+        """The durable session store, opened on first use; None if it cannot be opened."""
+        if self._store is None and not self._store_failed:
+            from acp_server.permissions import default_data_dir
+            from acp_server.store import Store
+
+            try:
+                self._store = Store(default_data_dir() / "sessions.sqlite3")
+            except Exception:
+                log.exception("the session store cannot be opened; sessions will not be saved")
+                self._store_failed = True
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
 
     async def prompt(self, params: Params) -> dict[str, Any]:
-        _check("session/prompt", "acp/session_prompt.json", params)
-        session = self._session(params["sessionId"])
-        stop = await session.prompt(prompt_message(params["prompt"]))
+        check("session/prompt", "acp/session_prompt.json", params)
+        session = self.session(params["sessionId"])
+        from acp_server.content import prompt_message
+        from acp_server.session import user_chunks
+
+        message = prompt_message(params["prompt"])
+        stop = await session.prompt(message, user_chunks(params["prompt"], message.message_id))
         if self.conn is not None:
             await self.conn.drain()
         return {"stopReason": stop}
@@ -123,16 +196,16 @@ class AcpAgent:
     async def set_mode(self, params: Params) -> dict[str, Any]:
         from acp_server import session_config
 
-        _check("session/set_mode", "acp/session_set_mode.json", params)
-        session = self._session(params["sessionId"])
+        check("session/set_mode", "acp/session_set_mode.json", params)
+        session = self.session(params["sessionId"])
         session.set_mode(session_config.parse_mode(params["modeId"], "modeId"))
         return {}
 
     async def set_config_option(self, params: Params) -> dict[str, Any]:
         from acp_server import session_config
 
-        _check("session/set_config_option", "acp/session_set_config_option.json", params)
-        session = self._session(params["sessionId"])
+        check("session/set_config_option", "acp/session_set_config_option.json", params)
+        session = self.session(params["sessionId"])
         if params["configId"] != session_config.MODE_OPTION:
             raise InvalidParams(
                 f"Invalid params: unknown `configId` {params['configId']!r}; "
@@ -156,7 +229,7 @@ class AcpAgent:
             self._backend = self._make_backend()
         return self._backend
 
-    def _session(self, session_id: str) -> Session:
+    def session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None:
             raise ResourceNotFound(
@@ -165,76 +238,15 @@ class AcpAgent:
             )
         return session
 
-    def _send_update(self, session_id: str, update: Update) -> None:
+    def send_update(self, session_id: str, update: Update) -> None:
         if self.conn is not None:
             self.conn.notify("session/update", {"sessionId": session_id, "update": update})
 
 
-def _session_state(session: Session) -> dict[str, Any]:
+def session_state(session: Session) -> dict[str, Any]:
     from acp_server import session_config
 
     return {
         "modes": session_config.modes_state(session.mode),
         "configOptions": session_config.config_options(session.mode),
     }
-
-
-def _check(method: str, schema: str, params: Params) -> None:
-    found = schemas.problems(schema, params)
-    if found:
-        raise InvalidParams(
-            f"Invalid params for {method}: " + "; ".join(found) + ".",
-            {"errors": found},
-        )
-
-
-def _absolute_dir(value: str, field: str) -> Path:
-    if not os.path.isabs(value):
-        raise InvalidParams(
-            f"Invalid params: `{field}` must be an absolute path, got {value!r}.",
-            {"field": field},
-        )
-    return Path(os.path.normpath(value))
-
-
-def prompt_message(blocks: list[dict[str, Any]]) -> Message:
-    """An ACP prompt as a neutral user message."""
-    from acp_server.messages import ContentPart, ImagePart, Message, TextPart
-
-    parts: list[ContentPart] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(TextPart(block["text"]))
-        elif kind == "image":
-            parts.append(ImagePart(block["data"], block["mimeType"], block.get("uri")))
-        elif kind == "resource_link":
-            parts.append(TextPart(f"[Referenced: {block['name']} <{block['uri']}>]"))
-        elif kind == "resource":
-            parts.append(TextPart(_embedded(block["resource"])))
-        elif kind == "audio":
-            parts.append(TextPart("[An audio clip was attached; this agent cannot hear audio.]"))
-        else:
-            parts.append(TextPart(f"[An attachment of unknown type {kind!r} was left out.]"))
-    return Message(role="user", content=tuple(parts), message_id=f"user_{uuid.uuid4().hex}")
-
-
-def _embedded(resource: dict[str, Any]) -> str:
-    uri = resource["uri"]
-    if isinstance(resource.get("text"), str):
-        return f'<resource uri="{uri}">\n{resource["text"]}\n</resource>'
-    mime = resource.get("mimeType") or "binary data"
-    return f"[Attached {uri} ({mime}); its binary content is not shown.]"
-
-
-def _warm_up_validation() -> None:
-    """Import jsonschema in the background once a session exists (scheduled to run after the
-    answer is written), so the first tool call does not wait for it."""
-
-    def load() -> None:
-        try:
-            schemas.validator("acp/session_prompt.json")
-        except Exception:
-            log.exception("could not load the session/new schema")
-
-    threading.Thread(target=load, name="schema-warmup", daemon=True).start()

@@ -4,6 +4,9 @@ Prompts on one session are served in arrival order (an `asyncio.Lock` is FIFO). 
 the running turn and every prompt queued at that moment; each answers `cancelled`. The one
 place that turns cancellation into a stop reason is `_serve_turn`. Updates of a turn are
 dropped once that turn has ended, so nothing arrives after its answer.
+
+When a `Recorder` is attached, every history message and every shown update is written to
+the store as it happens, and a prompt is answered only after its writes are committed.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +27,12 @@ from acp_server.clientapi import ClientApi, NoClient
 from acp_server.config import Settings
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions, RuleStore
+from acp_server.transcript import Recorder
 
 log = logging.getLogger(__name__)
 
 SendUpdate = Callable[[str, updates.Update], None]
+TITLE_CHARS = 60
 
 
 @functools.cache
@@ -38,6 +44,28 @@ def system_prompt(cwd: Path, extra: tuple[Path, ...]) -> str:
     """The packaged system prompt, filled in for this session's roots."""
     roots = f" (and also {', '.join(map(str, extra))})" if extra else ""
     return _system_template().format(cwd=cwd, extra_roots=roots)
+
+
+def title_for(message: Message) -> str:
+    """A short, deterministic title: the first line of the first prompt, cut on a word."""
+    text = " ".join(message.text.split())
+    if len(text) <= TITLE_CHARS:
+        return text or "Untitled"
+    cut = text.rfind(" ", 0, TITLE_CHARS)
+    return text[: cut if cut > TITLE_CHARS // 2 else TITLE_CHARS].rstrip() + "…"
+
+
+class History(list[Message]):
+    """The model-side history; each appended message is reported (to the durable store)."""
+
+    def __init__(self, items: Iterable[Message] = (), on_append: Any = None) -> None:
+        super().__init__(items)
+        self.on_append: Callable[[Message], None] | None = on_append
+
+    def append(self, message: Message) -> None:
+        super().append(message)
+        if self.on_append is not None:
+            self.on_append(message)
 
 
 @dataclass
@@ -52,7 +80,9 @@ class Session:
     client: ClientApi = field(default_factory=NoClient)
     tools: ToolRunner | None = None
     permissions: Permissions | None = None
-    history: list[Message] = field(default_factory=list)
+    history: History = field(default_factory=History)
+    recorder: Recorder | None = None
+    title: str | None = None
     _queue: asyncio.Lock = field(default_factory=asyncio.Lock)
     _epoch: int = 0
     _turn: asyncio.Task[StopReason] | None = None
@@ -61,6 +91,8 @@ class Session:
     def __post_init__(self) -> None:
         if self.permissions is None:
             self.permissions = Permissions(RuleStore(self.cwd))
+        if self.recorder is not None:
+            self.history.on_append = self.recorder.message
         if self.tools is None:
             from acp_server.tools.registry import default_tools
             from acp_server.tools.toolbox import Toolbox
@@ -82,6 +114,8 @@ class Session:
         """Switch the permission mode and announce it both ways (legacy modes, config option)."""
         assert self.permissions is not None
         self.permissions.mode = mode
+        if self.recorder is not None:
+            self.recorder.store.update(self.id, mode=mode)
         for update in session_config.mode_updates(mode):
             self.send_update(self.id, update)
 
@@ -93,12 +127,14 @@ class Session:
     def busy(self) -> bool:
         return self._turn is not None and not self._turn.done()
 
-    async def prompt(self, message: Message) -> StopReason:
-        """Queue a user message behind any running turn, run it, return the stop reason."""
+    async def prompt(self, message: Message, shown: Iterable[updates.Update] = ()) -> StopReason:
+        """Queue a user message behind any running turn, run it, return the stop reason.
+        `shown` are the user_message_chunk updates that replay the prompt on load."""
         epoch = self._epoch
         async with self._queue:
             if epoch != self._epoch:
                 return "cancelled"
+            self._begin(message, shown)
             turn = asyncio.create_task(self._serve_turn(message))
             self._turn = turn
             try:
@@ -111,7 +147,9 @@ class Session:
                 raise
             finally:
                 self._turn = None
-            return "cancelled" if turn.cancelled() else turn.result()
+            stop: StopReason = "cancelled" if turn.cancelled() else turn.result()
+            await self._end(stop)
+            return stop
 
     def cancel(self) -> None:
         """End the running turn and every prompt queued now (no-op when idle)."""
@@ -122,15 +160,38 @@ class Session:
             self._cancelled = self._turn
             self._turn.cancel()
 
+    def _begin(self, message: Message, shown: Iterable[updates.Update]) -> None:
+        if self.recorder is not None:
+            for update in shown:
+                self.recorder.shown(update)
+        self.history.append(message)
+        if self.title is None:
+            self.title = title_for(message)
+            if self.recorder is not None:
+                self.recorder.store.update(self.id, title=self.title)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            self.send_update(
+                self.id,
+                {"sessionUpdate": "session_info_update", "title": self.title, "updatedAt": stamp},
+            )
+
+    async def _end(self, stop: StopReason) -> None:
+        if self.recorder is None:
+            return
+        self.recorder.turn_ended(stop)
+        try:
+            await self.recorder.store.flush()
+        except Exception:
+            log.exception("could not save session %s", self.id)
+
     async def _serve_turn(self, message: Message) -> StopReason:
         live = True
 
         def emit(update: updates.Update) -> None:
             if live:
+                if self.recorder is not None:
+                    self.recorder.shown(update)
                 self.send_update(self.id, update)
-
-        start = len(self.history)
-        self.history.append(message)
 
         def tell(text: str, severity: str) -> None:
             if self.client.can_notice:
@@ -138,6 +199,7 @@ class Session:
             else:
                 emit(updates.message_chunk("agent_message_chunk", text + "\n\n", None))
 
+        start = len(self.history) - 1
         turn = Turn(
             backend=self.backend,
             history=self.history,
@@ -154,18 +216,30 @@ class Session:
             return "cancelled"
         except Exception:
             log.exception("turn failed in session %s", self.id)
-            emit(
-                updates.message_chunk(
-                    "agent_message_chunk",
-                    "Something went wrong inside the agent and this turn was stopped. "
-                    "The session still works; the agent's log has the details.",
-                    None,
-                )
-            )
+            emit(updates.message_chunk("agent_message_chunk", INTERNAL_FAILURE, None))
             return "end_turn"
         finally:
             live = False
         if stop == "refusal":
             # The refused prompt and everything after it stay out of later requests.
             del self.history[start:]
+            if self.recorder is not None:
+                self.recorder.truncate(start)
         return stop
+
+
+INTERNAL_FAILURE = (
+    "Something went wrong inside the agent and this turn was stopped. "
+    "The session still works; the agent's log has the details."
+)
+
+
+def user_chunks(blocks: list[dict[str, Any]], message_id: str | None) -> list[updates.Update]:
+    """The prompt as the user_message_chunk updates that replay it."""
+    out: list[updates.Update] = []
+    for block in blocks:
+        update: updates.Update = {"sessionUpdate": "user_message_chunk", "content": block}
+        if message_id:
+            update["messageId"] = message_id
+        out.append(update)
+    return out

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.acp_schema import WireValidator, schema_path
+from tests.support.llama_server import llama_server  # noqa: F401  (the real model tier)
 from tests.support.raw import RawServer, console_script
 
 TAP = Path(__file__).parent / "support" / "tap.py"
@@ -43,6 +44,14 @@ class Conformance:
 
     def agent_frame_count(self) -> int:
         return sum(1 for stream in self.traffic() for side, _ in stream if side == "agent")
+
+
+@pytest.fixture(autouse=True)
+def private_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test (and every server it starts) keeps sessions and rules in its own folder."""
+    data = tmp_path / "acp-data"
+    monkeypatch.setenv("ACP_SERVER_DATA_DIR", str(data))
+    return data
 
 
 @pytest.fixture

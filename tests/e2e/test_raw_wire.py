@@ -162,7 +162,9 @@ async def test_prompt_streams_then_answers(
         u["messageId"] for u in updates_of(before) if u["sessionUpdate"] == "agent_message_chunk"
     }
     assert len(message_ids) == 1
-    assert len(updates_of(before)) == 5  # "Think ", "first." + one delta per word of the text
+    kinds = [u["sessionUpdate"] for u in updates_of(before)]
+    assert kinds[0] == "session_info_update"  # the title, from the first prompt
+    assert len(kinds) == 6  # "Think ", "first." + one delta per word of the text
     await asyncio.sleep(0.1)
     assert server.frames.empty()
 

@@ -1,0 +1,163 @@
+"""Which model answers: `--model` / ACP_SERVER_MODEL as `<dialect>:<model id>`, else a quick probe
+of the usual local servers, else a clear message saying how to configure one.
+
+The model string is split at the first colon, so `ollama:qwen3:8b` is dialect `ollama` and
+model `qwen3:8b`. Endpoints and keys come from the environment:
+
+| dialect     | endpoint (default)                                   | key               |
+|-------------|------------------------------------------------------|-------------------|
+| `openai`    | OPENAI_BASE_URL (https://api.openai.com/v1)          | OPENAI_API_KEY    |
+| `ollama`    | OLLAMA_HOST (http://127.0.0.1:11434)                 | —                 |
+| `anthropic` | ANTHROPIC_BASE_URL (https://api.anthropic.com)       | ANTHROPIC_API_KEY |
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+from acp_server.backends import Backend
+from acp_server.messages import Event, ModelRequest, StreamError
+
+log = logging.getLogger(__name__)
+
+DIALECTS = ("openai", "ollama", "anthropic")
+HOW_TO_CONFIGURE = (
+    "No model is configured, and no local model server answered (Ollama on port 11434, "
+    "LM Studio on 1234, llama.cpp on 8080). Choose a model with `--model DIALECT:MODEL` or "
+    "ACP_SERVER_MODEL, for example `ollama:qwen3:8b`, `openai:gpt-4.1-mini` (with "
+    "OPENAI_API_KEY, and OPENAI_BASE_URL for any OpenAI-compatible server) or "
+    "`anthropic:claude-sonnet-4-5` (with ANTHROPIC_API_KEY). To try the agent without a "
+    "model, start it with `--script FILE` (see the README, 'Scripted backend')."
+)
+# (dialect, base URL, how to list models) tried in this order when nothing is configured.
+LOCAL_SERVERS = (
+    ("ollama", "http://127.0.0.1:11434", "/api/tags"),
+    ("openai", "http://127.0.0.1:1234/v1", "/models"),
+    ("openai", "http://127.0.0.1:8080/v1", "/models"),
+)
+PROBE_TIMEOUT = 0.3
+
+
+class ModelSpecError(ValueError):
+    """The model string is malformed; the message says how to write it."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    dialect: str
+    model: str
+
+    @classmethod
+    def parse(cls, text: str) -> ModelSpec:
+        dialect, sep, model = text.partition(":")
+        if not sep or not model or dialect not in DIALECTS:
+            raise ModelSpecError(
+                f"Cannot use model {text!r}: write it as DIALECT:MODEL, where DIALECT is one of "
+                f"{', '.join(DIALECTS)} (for example ollama:qwen3:8b or openai:gpt-4.1-mini)."
+            )
+        return cls(dialect, model)
+
+
+def build(spec: ModelSpec, env: Mapping[str, str]) -> Backend:
+    """The backend for an explicit model choice."""
+    if spec.dialect == "openai":
+        from acp_server.backends.openai import OpenAIBackend
+
+        base = env.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        key = env.get("OPENAI_API_KEY") or None
+        return OpenAIBackend(base, spec.model, api_key=key, api_key_env="OPENAI_API_KEY")
+    if spec.dialect == "ollama":
+        from acp_server.backends.ollama import OllamaBackend
+
+        return OllamaBackend(ollama_url(env.get("OLLAMA_HOST")), spec.model)
+    from acp_server.backends.anthropic import AnthropicBackend
+
+    base = env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+    return AnthropicBackend(base, spec.model, api_key=env.get("ANTHROPIC_API_KEY") or None)
+
+
+def ollama_url(host: str | None) -> str:
+    """OLLAMA_HOST may be `host`, `host:port` or a URL."""
+    if not host:
+        return "http://127.0.0.1:11434"
+    if "://" not in host:
+        host = f"http://{host}"
+    if host.count(":") == 1:  # scheme only, no port
+        host += ":11434"
+    return host.rstrip("/")
+
+
+async def probe_local(
+    env: Mapping[str, str], timeout: float = PROBE_TIMEOUT
+) -> tuple[ModelSpec, str] | None:
+    """The first local server that answers (its base URL) with the first model it lists."""
+    import httpx
+
+    servers = list(LOCAL_SERVERS)
+    if env.get("OPENAI_BASE_URL"):
+        servers.insert(0, ("openai", env["OPENAI_BASE_URL"].rstrip("/"), "/models"))
+    if env.get("OLLAMA_HOST"):
+        servers.insert(0, ("ollama", ollama_url(env["OLLAMA_HOST"]), "/api/tags"))
+    async with httpx.AsyncClient(timeout=timeout) as client:
+        for dialect, base, path in servers:
+            try:
+                response = await client.get(base + path)
+                body = response.json() if response.status_code == 200 else {}
+            except (httpx.HTTPError, ValueError):
+                continue
+            models = body.get("models") or body.get("data") or []
+            names: list[str] = [
+                n
+                for m in models
+                if isinstance(m, dict) and isinstance(n := m.get("name") or m.get("id"), str) and n
+            ]
+            if names:
+                log.info("using %s model %s found at %s", dialect, names[0], base)
+                return ModelSpec(dialect, names[0]), base
+    return None
+
+
+class AutoBackend:
+    """Chooses the model on first use: probing takes time the handshake must not wait for."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = dict(env)
+        self._chosen: Backend | None = None
+        self._probed = False
+
+    @property
+    def label(self) -> str:
+        return self._chosen.label if self._chosen else "auto"
+
+    async def _backend(self) -> Backend | None:
+        if not self._probed:
+            self._probed = True
+            found = await probe_local(self._env)
+            if found is not None:
+                spec, base = found
+                key = "OPENAI_BASE_URL" if spec.dialect == "openai" else "OLLAMA_HOST"
+                self._chosen = build(spec, {**self._env, key: base})
+        return self._chosen
+
+    async def context_window(self) -> int | None:
+        backend = await self._backend()
+        return await backend.context_window() if backend else None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        backend = await self._backend()
+        if backend is None:
+            self._probed = False  # maybe the user starts a server: look again next time
+            yield StreamError(HOW_TO_CONFIGURE)
+            return
+        async for event in backend.stream(request):
+            yield event
+
+
+def choose(model: str | None, env: Mapping[str, str]) -> Backend:
+    """The backend for `--model`/ACP_SERVER_MODEL, or one that probes on first use."""
+    text = model or env.get("ACP_SERVER_MODEL")
+    if text:
+        return build(ModelSpec.parse(text), env)
+    return AutoBackend(env)

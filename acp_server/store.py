@@ -1,0 +1,322 @@
+"""The durable session store: SQLite in WAL mode, one append per history event.
+
+Every session is a row in `sessions` and an ordered log in `events`. An event is either a
+history message (what the model will see again) or updates that were shown to the editor (what
+`session/load` replays). Each append is its own transaction, made on one writer thread so the
+event loop never waits on the disk; `flush()` waits until everything queued is committed, and
+the session calls it before answering a prompt, so whatever the client was told is on disk.
+
+Schema changes are named, ordered migrations; `PRAGMA user_version` says how many ran.
+Images are stored once, by content hash, in `blobs`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "create sessions and events",
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            cwd TEXT NOT NULL,
+            additional_dirs TEXT NOT NULL DEFAULT '[]',
+            title TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            state TEXT NOT NULL DEFAULT '{}',
+            deleted INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE events (
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        );
+        CREATE INDEX sessions_by_update ON sessions(deleted, updated_at DESC, id);
+        """,
+    ),
+    (
+        "store images once",
+        """
+        CREATE TABLE blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL);
+        """,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: str
+    cwd: str
+    additional_dirs: list[str]
+    title: str | None
+    created_at: float
+    updated_at: float
+    state: dict[str, Any]
+
+    @property
+    def updated_iso(self) -> str:
+        return iso(self.updated_at)
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    kind: str  # "message" | "shown"
+    body: Any
+
+
+def iso(stamp: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA foreign_keys=ON")
+    migrate(db)
+    return db
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Run the migrations this database has not seen, in order, each in a transaction."""
+    done = db.execute("PRAGMA user_version").fetchone()[0]
+    for number, (_name, script) in enumerate(MIGRATIONS[done:], start=done + 1):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            current = db.execute("PRAGMA user_version").fetchone()[0]
+            if current >= number:  # another process got there first
+                db.execute("ROLLBACK")
+                continue
+            for statement in filter(str.strip, script.split(";")):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {number}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+_STOP = object()
+
+
+class Store:
+    """Reads run on the caller's thread (short, indexed); writes go through one thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = connect(path)
+        self._reader = connect(path)
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._seq: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
+        self._thread.start()
+
+    # ----- the writer thread -----------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            work, done = job
+            try:
+                work(self._db)
+            except Exception as exc:  # the caller decides; the writer keeps going
+                if done is not None:
+                    done(exc)
+                continue
+            if done is not None:
+                done(None)
+
+    def _submit(self, work: Callable[[sqlite3.Connection], object]) -> None:
+        self._jobs.put((work, None))
+
+    async def flush(self) -> None:
+        """Wait until every write queued so far is committed."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def done(exc: BaseException | None) -> None:
+            loop.call_soon_threadsafe(_settle, fut, exc)
+
+        self._jobs.put((lambda db: None, done))
+        await fut
+
+    def close(self) -> None:
+        self._jobs.put(_STOP)
+        self._thread.join(timeout=5)
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+            self._reader.close()
+
+    # ----- writes ------------------------------------------------------------------------------
+
+    def create(self, row: SessionRow) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO sessions (id, cwd, additional_dirs, title, created_at, updated_at,"
+                " state) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.id,
+                    row.cwd,
+                    json.dumps(row.additional_dirs),
+                    row.title,
+                    row.created_at,
+                    row.updated_at,
+                    json.dumps(row.state),
+                ),
+            )
+
+        with self._lock:
+            self._seq[row.id] = 0
+        self._submit(work)
+
+    def append(self, session_id: str, kind: str, body: Any) -> None:
+        """Append one event (its own transaction) and touch the session's `updated_at`."""
+        with self._lock:
+            seq = self._seq.get(session_id)
+            if seq is None:
+                seq = self._last_seq(session_id)
+            self._seq[session_id] = seq + 1
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> None:
+            db.execute("BEGIN")
+            db.execute(
+                "INSERT INTO events (session_id, seq, kind, body) VALUES (?, ?, ?, ?)",
+                (session_id, seq + 1, kind, text),
+            )
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            db.execute("COMMIT")
+
+        self._submit(work)
+
+    def update(self, session_id: str, *, title: str | None = None, **state: Any) -> None:
+        """Set the title and/or merge keys into the session's state (mode, model, …)."""
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> None:
+            db.execute("BEGIN")
+            if title is not None:
+                db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
+            if state:
+                found = db.execute("SELECT state FROM sessions WHERE id = ?", (session_id,))
+                row = found.fetchone()
+                merged = {**(json.loads(row[0]) if row else {}), **state}
+                db.execute(
+                    "UPDATE sessions SET state = ? WHERE id = ?", (json.dumps(merged), session_id)
+                )
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            db.execute("COMMIT")
+
+        self._submit(work)
+
+    def delete(self, session_id: str) -> None:
+        self._submit(
+            lambda db: db.execute("UPDATE sessions SET deleted = 1 WHERE id = ?", (session_id,))
+        )
+
+    def put_blob(self, data: str) -> str:
+        """Store a large value (an image's base64) once; returns its key."""
+        key = hashlib.sha256(data.encode("ascii", "replace")).hexdigest()
+        self._submit(
+            lambda db: db.execute(
+                "INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", (key, data)
+            )
+        )
+        return key
+
+    # ----- reads -------------------------------------------------------------------------------
+
+    def _last_seq(self, session_id: str) -> int:
+        row = self._reader.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return int(row[0])
+
+    def get(self, session_id: str) -> SessionRow | None:
+        row = self._reader.execute(
+            "SELECT id, cwd, additional_dirs, title, created_at, updated_at, state"
+            " FROM sessions WHERE id = ? AND deleted = 0",
+            (session_id,),
+        ).fetchone()
+        return _row(row) if row else None
+
+    def events(self, session_id: str) -> Iterator[Event]:
+        cursor = self._reader.execute(
+            "SELECT seq, kind, body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        for seq, kind, body in cursor:
+            yield Event(seq, kind, json.loads(body))
+
+    def blob(self, key: str) -> str | None:
+        row = self._reader.execute("SELECT data FROM blobs WHERE hash = ?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def list(
+        self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int = 50
+    ) -> list[SessionRow]:
+        """Newest first; `after` is the (updated_at, id) of the last row of the previous page."""
+        sql = (
+            "SELECT id, cwd, additional_dirs, title, created_at, updated_at, state FROM sessions"
+            " WHERE deleted = 0"
+        )
+        args: list[Any] = []
+        if cwd is not None:
+            sql += " AND cwd = ?"
+            args.append(cwd)
+        if after is not None:
+            sql += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
+            args += [after[0], after[0], after[1]]
+        sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
+        args.append(limit)
+        return [_row(r) for r in self._reader.execute(sql, args)]
+
+    def message_count(self, session_id: str) -> int:
+        row = self._reader.execute(
+            "SELECT COUNT(*) FROM events WHERE session_id = ? AND kind = 'message'", (session_id,)
+        ).fetchone()
+        return int(row[0])
+
+    def integrity_ok(self) -> bool:
+        return bool(self._reader.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
+
+
+def _row(row: tuple[Any, ...]) -> SessionRow:
+    return SessionRow(
+        id=row[0],
+        cwd=row[1],
+        additional_dirs=json.loads(row[2]),
+        title=row[3],
+        created_at=row[4],
+        updated_at=row[5],
+        state=json.loads(row[6]),
+    )
+
+
+def _settle(fut: asyncio.Future[None], exc: BaseException | None) -> None:
+    if fut.done():
+        return
+    if exc is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(exc)

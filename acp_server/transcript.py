@@ -1,0 +1,210 @@
+"""What a session records as it happens, and how a stored session comes back.
+
+Two things are recorded, in one ordered log per session (see `store.py`):
+- "message": each history message as it joins the model's history (user, assistant, tool);
+- "shown": the updates the editor was shown, merged per message (a streamed reply becomes one
+  chunk with the reply's `messageId`; a tool call becomes its `tool_call` plus one final
+  `tool_call_update` with the diff or output). Notices are live-only and not kept.
+"turn" events mark a prompt's answer, so a turn cut short by a crash can be recognized.
+
+`restore()` replays the shown updates in order and rebuilds the history, repairing an
+interrupted last turn: tool calls without a result get an "interrupted" result, and a user
+message that never got an answer stays visible but is marked so the model does not treat it
+as a pending request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp_server.messages import ImagePart, Message, TextPart, ToolCall
+from acp_server.store import Event, Store
+from acp_server.updates import Update
+
+INTERRUPTED_RESULT = "This tool call was interrupted (the agent stopped) before it finished."
+INTERRUPTED_PROMPT = (
+    "[This message was interrupted before the agent answered; it is kept for context only.]\n"
+)
+_CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
+_LIVE_ONLY = (
+    "notice",
+    "usage_update",
+    "current_mode_update",
+    "config_option_update",
+    "session_info_update",
+    "available_commands_update",
+)
+
+
+def message_to_json(message: Message, store: Store | None = None) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "text": part.text})
+        else:
+            key = store.put_blob(part.data) if store else None
+            image = {"type": "image", "mime": part.mime_type, "uri": part.uri}
+            parts.append({**image, "blob": key} if key else {**image, "data": part.data})
+    body: dict[str, Any] = {"role": message.role, "content": parts}
+    if message.tool_calls:
+        body["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments, "invalid": c.invalid_arguments}
+            for c in message.tool_calls
+        ]
+    for key, value in (
+        ("tool_call_id", message.tool_call_id),
+        ("thought", message.thought),
+        ("message_id", message.message_id),
+        ("extra", message.extra),
+    ):
+        if value:
+            body[key] = value
+    return body
+
+
+def message_from_json(body: dict[str, Any], blob: Callable[[str], str | None]) -> Message:
+    parts: list[TextPart | ImagePart] = []
+    for part in body.get("content", []):
+        if part["type"] == "text":
+            parts.append(TextPart(part["text"]))
+        else:
+            data = part.get("data") or blob(part.get("blob", "")) or ""
+            parts.append(ImagePart(data, part["mime"], part.get("uri")))
+    calls = tuple(
+        ToolCall(c["id"], c["name"], c["arguments"], c.get("invalid"))
+        for c in body.get("tool_calls", [])
+    )
+    return Message(
+        role=body["role"],
+        content=tuple(parts),
+        tool_calls=calls,
+        tool_call_id=body.get("tool_call_id"),
+        thought=body.get("thought", ""),
+        message_id=body.get("message_id"),
+        extra=body.get("extra", {}),
+    )
+
+
+@dataclass
+class Recorder:
+    """Turns the live stream of updates into stored events, merged per message."""
+
+    store: Store
+    session_id: str
+    _chunk: Update | None = None
+    _calls: dict[str, Update] = field(default_factory=dict)
+
+    def message(self, message: Message) -> None:
+        self.store.append(self.session_id, "message", message_to_json(message, self.store))
+
+    def shown(self, update: Update) -> None:
+        kind = update.get("sessionUpdate")
+        if kind in _LIVE_ONLY:
+            return
+        if kind in _CHUNKS and self._extends(update):
+            return
+        self.flush()
+        if kind in _CHUNKS:
+            self._chunk = {**update, "content": dict(update["content"])}
+        elif kind == "tool_call":
+            self._calls[update["toolCallId"]] = dict(update)
+        elif kind == "tool_call_update":
+            self._tool_update(update)
+        else:
+            self.store.append(self.session_id, "shown", [update])
+
+    def _extends(self, update: Update) -> bool:
+        """Append a text chunk to the pending one when it continues the same message."""
+        pending = self._chunk
+        if pending is None or pending["sessionUpdate"] != update["sessionUpdate"]:
+            return False
+        if pending.get("messageId") != update.get("messageId") or update.get("messageId") is None:
+            return False
+        if pending["content"].get("type") != "text" or update["content"].get("type") != "text":
+            return False
+        pending["content"]["text"] += update["content"]["text"]
+        return True
+
+    def _tool_update(self, update: Update) -> None:
+        call = self._calls.get(update["toolCallId"])
+        if call is None:
+            self.store.append(self.session_id, "shown", [update])
+            return
+        for key, value in update.items():
+            if key not in ("sessionUpdate", "toolCallId"):
+                call[key] = value
+        if update.get("status") in ("completed", "failed"):
+            del self._calls[update["toolCallId"]]
+            first = {k: v for k, v in call.items() if k not in ("content", "rawOutput")}
+            first.update(sessionUpdate="tool_call", status="pending")
+            final = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call["toolCallId"],
+                "status": call["status"],
+            }
+            for key in ("content", "rawOutput", "locations"):
+                if key in call:
+                    final[key] = call[key]
+            self.store.append(self.session_id, "shown", [first, final])
+
+    def flush(self) -> None:
+        if self._chunk is not None:
+            self.store.append(self.session_id, "shown", [self._chunk])
+            self._chunk = None
+
+    def turn_ended(self, stop_reason: str) -> None:
+        self.flush()
+        self.store.append(self.session_id, "turn", {"stopReason": stop_reason})
+
+    def truncate(self, length: int) -> None:
+        """History was cut back to `length` messages (a refused prompt leaves it)."""
+        self.store.append(self.session_id, "truncate", {"length": length})
+
+
+@dataclass
+class Restored:
+    history: list[Message]
+    replay: list[Update]
+    repairs: list[Message]  # messages added to mend an interrupted turn (to be recorded)
+
+
+def restore(events: Iterable[Event], blob: Callable[[str], str | None]) -> Restored:
+    """Rebuild history and the replay from a stored log; mend an interrupted last turn."""
+    history: list[Message] = []
+    replay: list[Update] = []
+    answered_turns = 0
+    user_turns = 0
+    for event in events:
+        if event.kind == "message":
+            message = message_from_json(event.body, blob)
+            history.append(message)
+            user_turns += message.role == "user"
+        elif event.kind == "shown":
+            replay.extend(event.body)
+        elif event.kind == "turn":
+            answered_turns = user_turns
+        elif event.kind == "truncate":
+            del history[event.body["length"] :]
+            answered_turns = user_turns = sum(m.role == "user" for m in history)
+    repairs = _repair(history, interrupted=user_turns > answered_turns)
+    return Restored(history, replay, repairs)
+
+
+def _repair(history: list[Message], interrupted: bool) -> list[Message]:
+    repairs: list[Message] = []
+    answered = {m.tool_call_id for m in history if m.role == "tool"}
+    for message in list(history):
+        for call in message.tool_calls:
+            if call.id not in answered:
+                result = Message("tool", (TextPart(INTERRUPTED_RESULT),), tool_call_id=call.id)
+                history.append(result)
+                repairs.append(result)
+    if interrupted and history and history[-1].role == "user":
+        last = history[-1]
+        marked = Message(
+            "user", (TextPart(INTERRUPTED_PROMPT), *last.content), message_id=last.message_id
+        )
+        history[-1] = marked
+    return repairs
