@@ -78,6 +78,8 @@ async def _restore(agent: AcpAgent, params: dict[str, Any], *, replay: bool) -> 
     if session.recorder is not None:
         for message in restored.repairs:
             session.recorder.message(message)
+        for update in restored.shown_repairs:
+            session.recorder.shown(update)
     if replay:
         for update in restored.replay:
             agent.send_update(session_id, update)

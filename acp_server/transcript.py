@@ -109,7 +109,8 @@ class Recorder:
         if kind in _CHUNKS:
             self._chunk = {**update, "content": dict(update["content"])}
         elif kind == "tool_call":
-            self._calls[update["toolCallId"]] = dict(update)
+            self._calls[update["toolCallId"]] = {}
+            self.store.append(self.session_id, "shown", [update])
         elif kind == "tool_call_update":
             self._tool_update(update)
         else:
@@ -128,26 +129,19 @@ class Recorder:
         return True
 
     def _tool_update(self, update: Update) -> None:
-        call = self._calls.get(update["toolCallId"])
-        if call is None:
+        """Intermediate states are folded; the final one is stored with everything it changed
+        (content, locations, raw output) since the announcement."""
+        state = self._calls.get(update["toolCallId"])
+        if state is None:
             self.store.append(self.session_id, "shown", [update])
             return
-        for key, value in update.items():
-            if key not in ("sessionUpdate", "toolCallId"):
-                call[key] = value
+        state.update(update)
         if update.get("status") in ("completed", "failed"):
             del self._calls[update["toolCallId"]]
-            first = {k: v for k, v in call.items() if k not in ("content", "rawOutput")}
-            first.update(sessionUpdate="tool_call", status="pending")
-            final = {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call["toolCallId"],
-                "status": call["status"],
-            }
-            for key in ("content", "rawOutput", "locations"):
-                if key in call:
-                    final[key] = call[key]
-            self.store.append(self.session_id, "shown", [first, final])
+            keep = ("toolCallId", "status", "content", "rawOutput", "locations", "title")
+            final = {"sessionUpdate": "tool_call_update"}
+            final.update({k: state[k] for k in keep if k in state})
+            self.store.append(self.session_id, "shown", [final])
 
     def flush(self) -> None:
         if self._chunk is not None:
@@ -168,6 +162,7 @@ class Restored:
     history: list[Message]
     replay: list[Update]
     repairs: list[Message]  # messages added to mend an interrupted turn (to be recorded)
+    shown_repairs: list[Update]  # final states for tool calls the crash left open
 
 
 def restore(events: Iterable[Event], blob: Callable[[str], str | None]) -> Restored:
@@ -176,6 +171,7 @@ def restore(events: Iterable[Event], blob: Callable[[str], str | None]) -> Resto
     replay: list[Update] = []
     answered_turns = 0
     user_turns = 0
+    open_calls: dict[str, None] = {}
     for event in events:
         if event.kind == "message":
             message = message_from_json(event.body, blob)
@@ -183,13 +179,33 @@ def restore(events: Iterable[Event], blob: Callable[[str], str | None]) -> Resto
             user_turns += message.role == "user"
         elif event.kind == "shown":
             replay.extend(event.body)
+            _track_calls(event.body, open_calls)
         elif event.kind == "turn":
             answered_turns = user_turns
         elif event.kind == "truncate":
             del history[event.body["length"] :]
             answered_turns = user_turns = sum(m.role == "user" for m in history)
     repairs = _repair(history, interrupted=user_turns > answered_turns)
-    return Restored(history, replay, repairs)
+    closing = [
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call_id,
+            "status": "failed",
+            "content": [
+                {"type": "content", "content": {"type": "text", "text": INTERRUPTED_RESULT}}
+            ],
+        }
+        for call_id in open_calls
+    ]
+    return Restored(history, replay + closing, repairs, closing)
+
+
+def _track_calls(updates: list[Update], open_calls: dict[str, None]) -> None:
+    for update in updates:
+        if update.get("sessionUpdate") == "tool_call":
+            open_calls[update["toolCallId"]] = None
+        elif update.get("status") in ("completed", "failed"):
+            open_calls.pop(update.get("toolCallId", ""), None)
 
 
 def _repair(history: list[Message], interrupted: bool) -> list[Message]:

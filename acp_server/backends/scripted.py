@@ -114,8 +114,36 @@ class ScriptedBackend:
             return
         number = self._next
         self._next += 1
+        failed = unmet(rounds[number].get("expect"), request)
+        if failed:
+            yield StreamError(f"Script round {number}: the request did not match: {failed}.")
+            return
         async for event in _play(rounds[number], number):
             yield event
+
+
+def unmet(expect: dict[str, Any] | None, request: ModelRequest) -> str | None:
+    """Why `request` breaks the round's `expect` checks (None: it meets them)."""
+    if not expect:
+        return None
+    roles = [m.role for m in request.messages]
+    if "roles" in expect and roles != expect["roles"]:
+        return f"roles were {roles}, expected {expect['roles']}"
+    offered = {t.name for t in request.tools}
+    missing_tools = [t for t in expect.get("tools", []) if t not in offered]
+    if missing_tools:
+        return f"tools {missing_tools} were not offered"
+    text = "\n".join(_request_texts(request))
+    missing = [s for s in expect.get("contains", []) if s not in text]
+    return f"missing {missing}" if missing else None
+
+
+def _request_texts(request: ModelRequest) -> Iterator[str]:
+    yield request.system
+    for message in request.messages:
+        yield message.text
+        for call in message.tool_calls:
+            yield f"{call.name} {json.dumps(call.arguments)}"
 
 
 async def _play(spec: dict[str, Any], number: int) -> AsyncIterator[Event]:
