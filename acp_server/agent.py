@@ -78,6 +78,7 @@ class Turn:
     max_requests: int = 50
     tell: Tell | None = None
     system: str = ""
+    context_size: int = 0  # the model's window in tokens, for `usage_update` (0: unknown)
     usage: list[Usage] = field(default_factory=list)
     open_calls: set[str] = field(default_factory=set)
 
@@ -138,6 +139,9 @@ async def _model_round(turn: Turn) -> _Reply:
                 assembler.add(event)
             elif isinstance(event, Usage):
                 turn.usage.append(event)
+                if turn.context_size:
+                    used = event.prompt_tokens + event.completion_tokens
+                    turn.emit(updates.usage(used, turn.context_size))
             elif isinstance(event, Finish):
                 reply.finish = event.reason
                 break

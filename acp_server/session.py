@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 SendUpdate = Callable[[str, updates.Update], None]
 TITLE_CHARS = 60
+WINDOW_LOOKUP_SECONDS = 3.0
 
 
 @functools.cache
@@ -184,6 +185,18 @@ class Session:
         except Exception:
             log.exception("could not save session %s", self.id)
 
+    async def _context_window(self) -> int:
+        """The smallest window known: configured, or reported by the server; else a default."""
+        known = [w for w in (self.settings.context_window,) if w]
+        try:
+            found = await asyncio.wait_for(self.backend.context_window(), WINDOW_LOOKUP_SECONDS)
+        except (TimeoutError, Exception):
+            log.debug("context window lookup failed", exc_info=True)
+            found = None
+        if found:
+            known.append(found)
+        return min(known) if known else self.settings.default_context_window
+
     async def _serve_turn(self, message: Message) -> StopReason:
         live = True
 
@@ -200,6 +213,7 @@ class Session:
                 emit(updates.message_chunk("agent_message_chunk", text + "\n\n", None))
 
         start = len(self.history) - 1
+        window = await self._context_window()
         turn = Turn(
             backend=self.backend,
             history=self.history,
@@ -207,6 +221,7 @@ class Session:
             max_requests=self.settings.max_turn_requests,
             tell=tell,
             system=system_prompt(self.cwd, self.additional_dirs),
+            context_size=window,
         )
         if self.tools is not None:
             turn.tools = self.tools

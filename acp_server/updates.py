@@ -23,6 +23,11 @@ def message_chunk(kind: str, text: str, message_id: str | None) -> Update:
     return update
 
 
+def usage(used: int, size: int) -> Update:
+    """How full the model's context is (editors show it as a meter)."""
+    return {"sessionUpdate": "usage_update", "used": max(used, 0), "size": max(size, 1)}
+
+
 def tool_call(
     call_id: str,
     title: str,

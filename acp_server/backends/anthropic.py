@@ -1,0 +1,136 @@
+"""The Anthropic backend: `POST {base_url}/v1/messages` with `stream: true`, parsed from SSE.
+
+The dialect (rendering, thinking signatures, event parsing) lives in `_anthropic_wire`; this
+module does the HTTP: the `x-api-key` and `anthropic-version` headers, retries with a notice
+before each wait (`_http.retrying`: 429, 5xx, 529 and `overloaded_error` frames that arrive before
+any output), and a hint to check ANTHROPIC_API_KEY on 401/403.
+
+Thinking: with `thinking_budget` set, requests enable extended thinking
+(`{"type": "enabled", "budget_tokens": N}`), except a request whose pending tool calls lost their
+signed thinking blocks (the API would reject it). The blocks themselves travel in
+`Message.extra` (see `_anthropic_wire`).
+
+`context_window()`: the Messages API has no endpoint that tells a model's window, so it comes from
+the table below (Anthropic's published windows by model family), or from the constructor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+
+import httpx
+
+from acp_server.backends._anthropic_wire import EventParser, payload
+from acp_server.backends._http import RetryPolicy, lines, retrying, send
+from acp_server.backends._sse import sse_events
+from acp_server.messages import Event, Finish, ModelRequest
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "2023-06-01"
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+# (model id prefix, window in tokens), first match wins. Every current Claude model has 200k by
+# default (Sonnet 4/4.5's 1M window needs a beta header: pass `context_window=` for it).
+WINDOWS = (
+    ("claude-instant", 100_000),
+    ("claude-2.0", 100_000),
+    ("claude-", 200_000),
+)
+
+
+def known_window(model: str) -> int | None:
+    """The documented window of a Claude model family; None for names this table does not know
+    (a gateway serving some other model under the Anthropic dialect)."""
+    name = model.lower().rsplit("/", 1)[-1]  # gateways may prefix a provider: "anthropic/claude-"
+    for prefix, window in WINDOWS:
+        if name.startswith(prefix):
+            return window
+    return None
+
+
+class AnthropicBackend:
+    """Streams rounds from the Anthropic Messages API. Close with `aclose()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        max_tokens: int = 8192,
+        thinking_budget: int | None = None,
+        context_window: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+        first_byte_timeout: float | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        base = base_url.rstrip("/")
+        self.url = str(httpx.URL(base if base.endswith("/v1") else f"{base}/v1")) + "/messages"
+        self.model = model
+        self.max_tokens = max_tokens
+        self.thinking_budget = thinking_budget
+        self.retry = retry
+        self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
+        self._window = context_window or known_window(model)
+        self._headers = {"anthropic-version": API_VERSION}
+        if api_key:
+            self._headers["x-api-key"] = api_key
+        self._headers.update(headers or {})
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def label(self) -> str:
+        return f"anthropic:{self.model}"
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def context_window(self) -> int | None:
+        return self._window
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        return retrying(lambda: self._attempt(request), self.retry)
+
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[Event, None]:
+        """One streamed request; raises BackendError."""
+        response = await self._open(request)
+        parser = EventParser(self.model)
+        try:
+            async for sse in sse_events(lines(response)):
+                for event in parser.feed(sse):
+                    yield event
+                if parser.done:
+                    break
+        finally:
+            await response.aclose()
+        reason = parser.final_reason()
+        for event in parser.final_events():
+            yield event
+        yield Finish(reason)
+
+    async def _open(self, request: ModelRequest) -> httpx.Response:
+        body = payload(
+            self.model, request, max_tokens=self.max_tokens, thinking_budget=self.thinking_budget
+        )
+        if self.thinking_budget and "thinking" not in body:
+            log.info("%s: thinking off: pending tool calls lost their thinking", self.label)
+        client = self._http()
+        return await send(
+            client,
+            client.build_request("POST", self.url, json=body, headers=self._headers),
+            first_byte_timeout=self.first_byte_timeout,
+            api_key_env=API_KEY_ENV,
+        )
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
+        return self._client

@@ -1,0 +1,200 @@
+"""The Ollama backend: native `POST {base_url}/api/chat`, streamed as NDJSON.
+
+One round is one streamed request (the dialect lives in `_ollama_wire`). Around it, as in the
+OpenAI backend: inline `<tool_call>` markup is recovered from the text (`textcalls.CallRecovery`;
+small local models often write calls as text), and transient failures are retried with a notice
+first (`_http.retrying`). Ollama sends tool calls without ids; ids are made up here, unique per
+backend instance (a random prefix, so a restarted server never repeats one already in history).
+
+The context window — and the `options.num_ctx` sent with every request:
+
+Ollama runs a model with a *runtime* window (`num_ctx`) that is usually far smaller than the length
+it was trained for (`model_info["<arch>.context_length"]`): its default is 4k-256k depending on
+VRAM, or `OLLAMA_CONTEXT_LENGTH`, and that default cannot be asked for. A prompt longer than the
+runtime window is silently cut from the start. So this backend never leaves the window to the
+server: it *sends* `options.num_ctx` and budgets for exactly what it sends, capped by the trained
+length (a window beyond it is not one the model can use):
+
+    num_ctx sent = the constructor's `num_ctx`
+                   else the Modelfile's `PARAMETER num_ctx` (from `/api/show` `parameters`)
+                   else min(trained length, `default_num_ctx`)   # 32768: agents need room,
+                                                                  # and the KV cache costs memory
+    window       = min(num_ctx sent, trained length)
+
+`/api/show` is asked once, before the first chat request, and its answer cached. When it cannot
+be had (an old or unreachable server), only the constructor's `num_ctx` is sent and is the window;
+without one the window is unknown (None), never "unlimited".
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import httpx
+
+from acp_server.backends._http import BackendError, RetryPolicy, lines, retrying, send
+from acp_server.backends._ollama_wire import (
+    LineParser,
+    configured_num_ctx,
+    payload,
+    trained_length,
+)
+from acp_server.backends.textcalls import CallRecovery
+from acp_server.messages import Event, Finish, ModelRequest
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NUM_CTX = 32768
+NOT_RUNNING_HINT = " Is Ollama running? Start it with `ollama serve`."
+
+
+class OllamaBackend:
+    """Streams rounds from an Ollama server's native chat API. Close with `aclose()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        num_ctx: int | None = None,
+        default_num_ctx: int = DEFAULT_NUM_CTX,
+        think: bool | str | None = None,
+        retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+        first_byte_timeout: float | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = str(httpx.URL(base_url.rstrip("/")))
+        self.model = model
+        self.retry = retry
+        self.think = think  # Ollama's `think` (True/False, or "low"/"medium"/"high"); None: omit
+        self.default_num_ctx = default_num_ctx
+        self.connect_timeout = connect_timeout
+        # How long the server may load the model and read the prompt before it answers.
+        self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
+        self._configured_num_ctx = num_ctx
+        self._num_ctx = num_ctx  # what is sent; settled by discovery
+        self._trained: int | None = None
+        self._discovered = False
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self._recovery = CallRecovery()
+        self._id_prefix = f"call_{uuid.uuid4().hex[:8]}_"
+        self._ids = itertools.count()
+
+    @property
+    def label(self) -> str:
+        return f"ollama:{self.model}"
+
+    @property
+    def num_ctx(self) -> int | None:
+        """The `options.num_ctx` sent with chat requests (None: not sent)."""
+        return self._num_ctx
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def new_call_id(self) -> str:
+        return f"{self._id_prefix}{next(self._ids)}"
+
+    # ----- one round ----------------------------------------------------------------------------
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        return self._recovery.stream(self._round, request)
+
+    def _round(self, request: ModelRequest) -> AsyncIterator[Event]:
+        return retrying(lambda: self._attempt(request), self.retry)
+
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[Event, None]:
+        """One streamed request; raises BackendError."""
+        await self.context_window()  # settles the num_ctx to send
+        response = await self._open(request)
+        parser = LineParser(self.new_call_id)
+        try:
+            async for line in lines(response):
+                for event in parser.feed(line):
+                    yield event
+                if parser.done:
+                    break
+        finally:
+            await response.aclose()
+        yield Finish(parser.final_reason())
+
+    async def _open(self, request: ModelRequest) -> httpx.Response:
+        body = payload(self.model, request, num_ctx=self._num_ctx, think=self.think)
+        client = self._http()
+        try:
+            return await send(
+                client,
+                client.build_request("POST", f"{self.base_url}/api/chat", json=body),
+                first_byte_timeout=self.first_byte_timeout,
+            )
+        except BackendError as failure:
+            raise self._explained(failure) from None
+
+    def _explained(self, failure: BackendError) -> BackendError:
+        """The failure with a hint for the two mistakes everyone makes once."""
+        hint = ""
+        if failure.reason == "could not be reached":
+            hint = NOT_RUNNING_HINT
+        elif failure.status == 404 and "not found" in failure.body.lower():
+            hint = f" Download it with `ollama pull {self.model}`."
+        if not hint:
+            return failure
+        return BackendError(
+            failure.message.rstrip() + hint,
+            reason=failure.reason,
+            transient=failure.transient,
+            status=failure.status,
+            retry_after=failure.retry_after,
+            body=failure.body,
+            context_overflow=failure.context_overflow,
+        )
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
+        return self._client
+
+    # ----- context window -----------------------------------------------------------------------
+
+    async def context_window(self) -> int | None:
+        """min(num_ctx sent, trained length), as far as known; `/api/show` is asked once."""
+        if not self._discovered:
+            show = await self._show()
+            if show is not None:
+                self._settle(show)
+                self._discovered = True
+        known = [n for n in (self._num_ctx, self._trained) if n is not None]
+        return min(known) if known else None
+
+    def _settle(self, show: Any) -> None:
+        """Choose the num_ctx to send from what the server told (see the module docstring)."""
+        self._trained = trained_length(show)
+        chosen = self._configured_num_ctx or configured_num_ctx(show)
+        if chosen is None:
+            chosen = min(self._trained or self.default_num_ctx, self.default_num_ctx)
+        self._num_ctx = chosen
+        log.info("%s: trained for %s tokens; sending num_ctx %s", self.label, self._trained, chosen)
+
+    async def _show(self) -> Any:
+        """`POST /api/show` as JSON, or None when it cannot be had (discovery is best effort)."""
+        try:
+            response = await self._http().post(
+                f"{self.base_url}/api/show",
+                json={"model": self.model},
+                timeout=httpx.Timeout(self.connect_timeout),
+            )
+            response.raise_for_status()
+            return response.json()
+        except Exception as exc:  # never fail a turn over discovery
+            log.debug("context window: /api/show failed: %s", exc)
+            return None
