@@ -101,7 +101,7 @@ async def run_turn(turn: Turn) -> StopReason:
             reply = await _model_round(turn)
             if reply.error is not None:
                 _say(turn, reply.error)
-                return "end_turn"
+                return "max_tokens" if reply.finish == "length" else "end_turn"
             if reply.finish == "length":
                 return "max_tokens"
             if reply.finish == "refusal":

@@ -14,8 +14,9 @@ model `qwen3:8b`. Endpoints and keys come from the environment:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from acp_server.backends import Backend
 from acp_server.messages import Event, ModelRequest, StreamError
@@ -60,22 +61,50 @@ class ModelSpec:
         return cls(dialect, model)
 
 
+def http_options(env: Mapping[str, str]) -> dict[str, Any]:
+    """Retry and timeout settings shared by the HTTP backends.
+
+    ACP_SERVER_RETRY_ATTEMPTS (default 4), ACP_SERVER_RETRY_BASE_DELAY (seconds, default 1),
+    ACP_SERVER_READ_TIMEOUT (seconds without data before a request fails, default 300).
+    """
+    from acp_server.backends._http import RetryPolicy
+
+    attempts = _number(env, "ACP_SERVER_RETRY_ATTEMPTS", 4, int)
+    base_delay = _number(env, "ACP_SERVER_RETRY_BASE_DELAY", 1.0, float)
+    policy = RetryPolicy(attempts=max(1, attempts), base_delay=max(0.0, base_delay))
+    read = _number(env, "ACP_SERVER_READ_TIMEOUT", 300.0, float)
+    return {"retry": policy, "read_timeout": max(0.1, read)}
+
+
+def _number(env: Mapping[str, str], name: str, default: Any, kind: Callable[[str], Any]) -> Any:
+    text = env.get(name)
+    if not text:
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        log.warning("ignoring %s=%r: not a number", name, text)
+        return default
+
+
 def build(spec: ModelSpec, env: Mapping[str, str]) -> Backend:
     """The backend for an explicit model choice."""
+    options = http_options(env)
     if spec.dialect == "openai":
         from acp_server.backends.openai import OpenAIBackend
 
         base = env.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         key = env.get("OPENAI_API_KEY") or None
-        return OpenAIBackend(base, spec.model, api_key=key, api_key_env="OPENAI_API_KEY")
+        return OpenAIBackend(base, spec.model, api_key=key, api_key_env="OPENAI_API_KEY", **options)
     if spec.dialect == "ollama":
         from acp_server.backends.ollama import OllamaBackend
 
-        return OllamaBackend(ollama_url(env.get("OLLAMA_HOST")), spec.model)
+        return OllamaBackend(ollama_url(env.get("OLLAMA_HOST")), spec.model, **options)
     from acp_server.backends.anthropic import AnthropicBackend
 
     base = env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
-    return AnthropicBackend(base, spec.model, api_key=env.get("ANTHROPIC_API_KEY") or None)
+    key = env.get("ANTHROPIC_API_KEY") or None
+    return AnthropicBackend(base, spec.model, api_key=key, **options)
 
 
 def ollama_url(host: str | None) -> str:
