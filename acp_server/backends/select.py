@@ -119,12 +119,14 @@ def ollama_url(host: str | None) -> str:
 
 
 async def probe_local(
-    env: Mapping[str, str], timeout: float = PROBE_TIMEOUT
+    env: Mapping[str, str],
+    timeout: float = PROBE_TIMEOUT,
+    candidates: tuple[tuple[str, str, str], ...] = LOCAL_SERVERS,
 ) -> tuple[ModelSpec, str] | None:
     """The first local server that answers (its base URL) with the first model it lists."""
     import httpx
 
-    servers = list(LOCAL_SERVERS)
+    servers = list(candidates)
     if env.get("OPENAI_BASE_URL"):
         servers.insert(0, ("openai", env["OPENAI_BASE_URL"].rstrip("/"), "/models"))
     if env.get("OLLAMA_HOST"):
@@ -151,8 +153,11 @@ async def probe_local(
 class AutoBackend:
     """Chooses the model on first use: probing takes time the handshake must not wait for."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, env: Mapping[str, str], candidates: tuple[tuple[str, str, str], ...] = LOCAL_SERVERS
+    ) -> None:
         self._env = dict(env)
+        self._candidates = candidates
         self._chosen: Backend | None = None
         self._probed = False
 
@@ -163,7 +168,7 @@ class AutoBackend:
     async def _backend(self) -> Backend | None:
         if not self._probed:
             self._probed = True
-            found = await probe_local(self._env)
+            found = await probe_local(self._env, candidates=self._candidates)
             if found is not None:
                 spec, base = found
                 key = "OPENAI_BASE_URL" if spec.dialect == "openai" else "OLLAMA_HOST"

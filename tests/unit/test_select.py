@@ -1,0 +1,74 @@
+"""Choosing the backend: the DIALECT:MODEL interface, environment endpoints, local probing."""
+
+from __future__ import annotations
+
+import pytest
+
+from acp_server.backends import select
+from acp_server.backends.anthropic import AnthropicBackend
+from acp_server.backends.ollama import OllamaBackend
+from acp_server.backends.openai import OpenAIBackend
+from acp_server.messages import ModelRequest, StreamError, TextDelta, text_message
+from tests.support.mock_llm import MockLLM
+
+
+@pytest.mark.parametrize(
+    ("text", "dialect", "model"),
+    [
+        ("openai:gpt-4.1-mini", "openai", "gpt-4.1-mini"),
+        ("ollama:qwen3:8b", "ollama", "qwen3:8b"),
+        ("anthropic:claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"),
+        ("openai:org/model:tag", "openai", "org/model:tag"),
+    ],
+)
+def test_model_string_splits_at_the_first_colon(text: str, dialect: str, model: str) -> None:
+    assert select.ModelSpec.parse(text) == select.ModelSpec(dialect, model)
+
+
+@pytest.mark.parametrize("text", ["gpt-4", "openai:", "mistral:large", ":x"])
+def test_bad_model_strings_say_how_to_write_them(text: str) -> None:
+    with pytest.raises(select.ModelSpecError, match="DIALECT:MODEL"):
+        select.ModelSpec.parse(text)
+
+
+def test_build_uses_the_environment() -> None:
+    env = {
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+        "OLLAMA_HOST": "127.0.0.1:7",
+        "ANTHROPIC_API_KEY": "k",
+        "ACP_SERVER_RETRY_ATTEMPTS": "2",
+    }
+    openai = select.choose("openai:m", env)
+    assert isinstance(openai, OpenAIBackend) and openai.label == "openai:m"
+    assert openai.retry.attempts == 2
+    assert isinstance(select.choose("ollama:qwen3:8b", env), OllamaBackend)
+    assert isinstance(
+        select.choose(None, {**env, "ACP_SERVER_MODEL": "anthropic:c"}), AnthropicBackend
+    )
+    assert select.ollama_url("example:1234") == "http://example:1234"
+    assert select.ollama_url("http://example") == "http://example:11434"
+    assert select.ollama_url(None) == "http://127.0.0.1:11434"
+
+
+async def test_probe_finds_a_local_openai_compatible_server(mock_llm: MockLLM) -> None:
+    mock_llm.set(model="local-model")
+    found = await select.probe_local({"OPENAI_BASE_URL": mock_llm.url + "/v1"})
+    assert found == (select.ModelSpec("openai", "local-model"), mock_llm.url + "/v1")
+
+
+async def test_auto_backend_without_any_server_says_how_to_configure() -> None:
+    # Port 9 (discard) has no listener here; the real defaults might, on a developer machine.
+    backend = select.AutoBackend({}, candidates=(("openai", "http://127.0.0.1:9/v1", "/models"),))
+    events = [e async for e in backend.stream(ModelRequest((text_message("user", "hi"),)))]
+    assert len(events) == 1 and isinstance(events[0], StreamError)
+    assert "--model" in events[0].message and "--script" in events[0].message
+
+
+async def test_auto_backend_uses_what_it_found(mock_llm: MockLLM) -> None:
+    mock_llm.set(model="found-model")
+    mock_llm.queue({"text": "hello there"})
+    backend = select.AutoBackend({"OPENAI_BASE_URL": mock_llm.url + "/v1"})
+    events = [e async for e in backend.stream(ModelRequest((text_message("user", "hi"),)))]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello there"
+    assert backend.label == "openai:found-model"
+    assert mock_llm.chat_requests[-1].json["model"] == "found-model"
