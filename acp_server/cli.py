@@ -29,6 +29,7 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
 
   acp-server                      serve ACP on stdin/stdout (what an editor runs)
   acp-server run "PROMPT"         start a server, send one prompt, print the streamed reply
+  acp-server sessions [export ID] list the stored sessions; export one as Markdown or JSON
 """
 
 EPILOG = """\
@@ -107,11 +108,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the session's working directory (default: the current directory)",
     )
+    # Everything after `sessions` goes, as is, to sessions_cli (imported only then): no option
+    # can start with the prefix "\0", so this parser takes none of them for itself.
+    sessions = sub.add_parser(
+        "sessions",
+        help="list the stored sessions; export one as Markdown or JSON (see sessions -h)",
+        add_help=False,
+        prefix_chars="\0",
+    )
+    sessions.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "sessions":
+        from acp_server.sessions_cli import main as sessions_main
+
+        return sessions_main(args.arguments)
     if args.command == "run":
         from acp_server.client import run_headless
 
