@@ -27,6 +27,7 @@ from acp_server.clientapi import ClientApi, NoClient
 from acp_server.config import Settings
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions, RuleStore
+from acp_server.store import iso
 from acp_server.transcript import Recorder
 
 log = logging.getLogger(__name__)
@@ -170,10 +171,13 @@ class Session:
             self.title = title_for(message)
             if self.recorder is not None:
                 self.recorder.store.update(self.id, title=self.title)
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             self.send_update(
                 self.id,
-                {"sessionUpdate": "session_info_update", "title": self.title, "updatedAt": stamp},
+                {
+                    "sessionUpdate": "session_info_update",
+                    "title": self.title,
+                    "updatedAt": iso(time.time()),
+                },
             )
 
     async def _end(self, stop: StopReason) -> None:
@@ -189,7 +193,10 @@ class Session:
         """The smallest window known: configured, or reported by the server; else a default."""
         known = [w for w in (self.settings.context_window,) if w]
         try:
-            found = await asyncio.wait_for(self.backend.context_window(), WINDOW_LOOKUP_SECONDS)
+            # Not `asyncio.wait_for`: on Python 3.11 it swallows a cancel that arrives as the
+            # lookup finishes, and the cancelled turn would then run to its end.
+            async with asyncio.timeout(WINDOW_LOOKUP_SECONDS):
+                found = await self.backend.context_window()
         except (TimeoutError, Exception):
             log.debug("context window lookup failed", exc_info=True)
             found = None

@@ -81,7 +81,9 @@ class Event:
 
 
 def iso(stamp: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+    """ISO 8601 in UTC, to the millisecond (two updates within a second stay ordered)."""
+    millis = int(stamp * 1000) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(stamp)) + f".{millis:03d}Z"
 
 
 def connect(path: Path) -> sqlite3.Connection:

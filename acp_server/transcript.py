@@ -210,13 +210,19 @@ def _track_calls(updates: list[Update], open_calls: dict[str, None]) -> None:
 
 def _repair(history: list[Message], interrupted: bool) -> list[Message]:
     repairs: list[Message] = []
-    answered = {m.tool_call_id for m in history if m.role == "tool"}
-    for message in list(history):
-        for call in message.tool_calls:
-            if call.id not in answered:
-                result = Message("tool", (TextPart(INTERRUPTED_RESULT),), tool_call_id=call.id)
-                history.append(result)
-                repairs.append(result)
+    # A crash can only leave the calls of the last model message without results. They are
+    # matched by position, not by id over the whole history: ids can repeat across turns
+    # (some servers number calls per reply; the scripted backend per process).
+    unanswered: list[str] = []
+    for message in history:
+        if message.role != "tool":
+            unanswered = [call.id for call in message.tool_calls]
+        elif message.tool_call_id in unanswered:
+            unanswered.remove(message.tool_call_id)
+    for call_id in unanswered:
+        result = Message("tool", (TextPart(INTERRUPTED_RESULT),), tool_call_id=call_id)
+        history.append(result)
+        repairs.append(result)
     if interrupted and history and history[-1].role == "user":
         last = history[-1]
         marked = Message(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -83,6 +84,9 @@ class ScriptedBackend:
         self._rounds: list[dict[str, Any]] | None = None
         self._next = 0
         self.requests: list[ModelRequest] = []
+        # Tool-call ids the script leaves out are made unique per process run: ACP wants
+        # them unique within a session, and a session outlives the process.
+        self._run = secrets.token_hex(3)
 
     @property
     def label(self) -> str:
@@ -118,7 +122,7 @@ class ScriptedBackend:
         if failed:
             yield StreamError(f"Script round {number}: the request did not match: {failed}.")
             return
-        async for event in _play(rounds[number], number):
+        async for event in _play(rounds[number], f"{self._run}_{number}"):
             yield event
 
 
@@ -146,16 +150,16 @@ def _request_texts(request: ModelRequest) -> Iterator[str]:
             yield f"{call.name} {json.dumps(call.arguments)}"
 
 
-async def _play(spec: dict[str, Any], number: int) -> AsyncIterator[Event]:
+async def _play(spec: dict[str, Any], number: str) -> AsyncIterator[Event]:
+    # Each delta arrives on its own, as from a real model: the loop runs in between (even
+    # without a delay), so the agent relays it as its own chunk instead of one burst.
     delay = float(spec.get("delay_ms", 0)) / 1000
     size = spec.get("chunk_chars")
     for piece in chunks(spec.get("thought", ""), size):
-        if delay:
-            await asyncio.sleep(delay)
+        await asyncio.sleep(delay)
         yield ThoughtDelta(piece)
     for piece in chunks(spec.get("text", ""), size):
-        if delay:
-            await asyncio.sleep(delay)
+        await asyncio.sleep(delay)
         yield TextDelta(piece)
     calls = spec.get("tool_calls", [])
     for i, call in enumerate(calls):

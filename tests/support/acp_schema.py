@@ -5,6 +5,10 @@ beside the checkout, or else from the copy inside the npm package `@agentclientp
 installed under tests/. Message shapes are matched through the schema's `x-method`/`x-side`
 keys: a request the agent sends is checked against the client-side request type of its method,
 an answer the agent gives against the agent-side response type of the method it answers.
+
+Methods that exist only in the unstable schema (`schema.unstable.json` beside `schema.json`,
+for example `session/fork`) have their answers checked against the unstable schema's response
+type; everything the stable schema defines is checked against the stable schema only.
 """
 
 from __future__ import annotations
@@ -43,6 +47,12 @@ def schema_path() -> Path | None:
     return next((p for p in CANDIDATES if p.is_file()), None)
 
 
+def unstable_schema_path(stable: Path) -> Path | None:
+    """The unstable schema shipped beside a stable `schema.json`, if there is one."""
+    path = stable.with_name("schema.unstable.json")
+    return path if path.is_file() else None
+
+
 def _format_checker() -> FormatChecker:
     checker = FormatChecker()
     for name, (low, high) in _INT_RANGES.items():
@@ -59,7 +69,7 @@ def _format_checker() -> FormatChecker:
 class WireValidator:
     """Checks agent frames; tracks client request ids to know what each answer answers."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, unstable: Path | None = None) -> None:
         schema = json.loads(path.read_text(encoding="utf-8"))
         self.defs: dict[str, Any] = schema["$defs"]
         self.envelope = Draft202012Validator(
@@ -78,17 +88,35 @@ class WireValidator:
                 self.agent_answers[method] = name
             elif (side == "client" and name.endswith("Notification")) or side == "protocol":
                 self.agent_notifications[method] = name
+        self._checked: dict[str, list[str]] = {}  # agent request/notification line -> problems
+        # Answers to methods only the unstable schema has (method -> its response type there).
+        self.unstable_defs: dict[str, Any] = {}
+        self.unstable_answers: dict[str, str] = {}
+        unstable = unstable or unstable_schema_path(path)
+        if unstable is not None:
+            self.unstable_defs = json.loads(unstable.read_text(encoding="utf-8"))["$defs"]
+            for name, spec in self.unstable_defs.items():
+                method, side = spec.get("x-method"), spec.get("x-side")
+                if (
+                    method
+                    and side == "agent"
+                    and name.endswith("Response")
+                    and method not in self.agent_answers
+                ):
+                    self.unstable_answers[method] = name
 
     @cache  # noqa: B019 - one validator per type for the life of the process
-    def for_type(self, name: str) -> Draft202012Validator:
+    def for_type(self, name: str, unstable: bool = False) -> Draft202012Validator:
+        defs = self.unstable_defs if unstable else self.defs
         return Draft202012Validator(
-            {"$ref": f"#/$defs/{name}", "$defs": self.defs}, format_checker=_format_checker()
+            {"$ref": f"#/$defs/{name}", "$defs": defs}, format_checker=_format_checker()
         )
 
-    def _errors(self, type_name: str, instance: Any) -> list[str]:
+    def _errors(self, type_name: str, instance: Any, unstable: bool = False) -> list[str]:
+        label = f"{type_name} (unstable schema)" if unstable else type_name
         return [
-            f"{type_name} at /{'/'.join(map(str, e.absolute_path))}: {e.message}"
-            for e in self.for_type(type_name).iter_errors(instance)
+            f"{label} at /{'/'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in self.for_type(type_name, unstable).iter_errors(instance)
         ]
 
     def check_traffic(self, traffic: Iterable[tuple[str, str]]) -> list[str]:
@@ -117,6 +145,16 @@ class WireValidator:
             return ["the agent wrote a line that is not JSON"]
         if not isinstance(frame, dict):
             return ["the agent wrote JSON that is not an object"]
+        if "method" in frame:
+            # Requests and notifications stand alone: the same line (a replayed update, say)
+            # is checked once.
+            known = self._checked.get(line)
+            if known is None:
+                known = self._checked[line] = self._check_frame(frame, client_requests)
+            return list(known)
+        return self._check_frame(frame, client_requests)
+
+    def _check_frame(self, frame: dict[str, Any], client_requests: dict[str, str]) -> list[str]:
         found = [f"envelope: {e.message}" for e in self.envelope.iter_errors(frame)][:1]
         method = frame.get("method")
         if isinstance(method, str):
@@ -131,6 +169,9 @@ class WireValidator:
         if answered is None:
             return [*found, f"the agent answered id {frame.get('id')!r}, which no request had"]
         type_name = self.agent_answers.get(answered)
-        if type_name is None:
-            return [*found, f"the agent answered {answered!r} with a result; no type for it"]
-        return found + self._errors(type_name, frame.get("result"))
+        if type_name is not None:
+            return found + self._errors(type_name, frame.get("result"))
+        type_name = self.unstable_answers.get(answered)
+        if type_name is not None:
+            return found + self._errors(type_name, frame.get("result"), unstable=True)
+        return [*found, f"the agent answered {answered!r} with a result; no type for it"]

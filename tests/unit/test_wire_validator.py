@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +89,77 @@ def test_wrong_frames_fail(validator: WireValidator, frame: object) -> None:
 
 def test_non_json_output_fails(validator: WireValidator) -> None:
     assert validator.check_traffic([("agent", "Loading model...")]) != []
+
+
+FORK = (
+    "client",
+    {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "session/fork",
+        "params": {"sessionId": "s", "cwd": "/tmp"},
+    },
+)
+
+
+def test_fork_answers_use_the_unstable_schema(validator: WireValidator) -> None:
+    if not validator.unstable_answers:
+        pytest.skip("the unstable ACP schema is not available")
+    assert "session/fork" not in validator.agent_answers  # only the unstable schema has it
+    good = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {
+            "sessionId": "s2",
+            "modes": {
+                "currentModeId": "ask",
+                "availableModes": [{"id": "ask", "name": "Ask"}],
+            },
+        },
+    }
+    assert validator.check_traffic(traffic(INIT, FORK, ("agent", good))) == []
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {},  # `sessionId` is required
+        {"sessionId": 7},
+        {"sessionId": "s2", "modes": {"currentModeId": "ask"}},  # no availableModes
+        {"sessionId": "s2", "configOptions": [{"id": "mode"}]},
+        None,
+    ],
+)
+def test_wrong_fork_answers_fail(validator: WireValidator, result: object) -> None:
+    if not validator.unstable_answers:
+        pytest.skip("the unstable ACP schema is not available")
+    wrong = {"jsonrpc": "2.0", "id": 2, "result": result}
+    problems = validator.check_traffic(traffic(INIT, FORK, ("agent", wrong)))
+    assert problems and all("ForkSessionResponse (unstable schema)" in p for p in problems)
+
+
+def test_fork_answers_fail_without_the_unstable_schema(tmp_path: Path) -> None:
+    path = schema_path()
+    if path is None:
+        pytest.skip("the official ACP schema is not available")
+    alone = tmp_path / "v1" / "schema.json"
+    alone.parent.mkdir()
+    alone.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    strict = WireValidator(alone)
+    answer = {"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "s2"}}
+    assert strict.check_traffic(traffic(INIT, FORK, ("agent", answer))) != []
+
+
+def test_stable_answers_stay_strict(validator: WireValidator) -> None:
+    new = (
+        "client",
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/new",
+            "params": {"cwd": "/tmp", "mcpServers": []},
+        },
+    )
+    wrong = {"jsonrpc": "2.0", "id": 3, "result": {"modes": None}}  # no sessionId
+    problems = validator.check_traffic(traffic(INIT, new, ("agent", wrong)))
+    assert problems and all("unstable" not in p for p in problems)
