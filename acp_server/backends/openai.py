@@ -73,6 +73,7 @@ class OpenAIBackend:
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self._streams_tools = True  # False once the server answered an empty stream with tools
         self._stream_options = True  # False once a strict server refused it
         self._recovery = CallRecovery()
         self._window: int | None = None
@@ -99,6 +100,10 @@ class OpenAIBackend:
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[Event, None]:
         """One streamed request (and its non-streamed fallback); raises BackendError."""
+        if request.tools and not self._streams_tools:
+            for event in await self._complete(request):
+                yield event
+            return
         response = await self._open(request)
         parser = ChunkParser()
         try:
@@ -111,6 +116,12 @@ class OpenAIBackend:
             await response.aclose()
         if parser.chunks == 0:
             log.info("%s answered an empty stream; asking again without streaming", self.label)
+            if request.tools:
+                # llama.cpp's server cannot stream with automatic tool choice: it sends an empty
+                # stream and then drops the kept-alive connection. Ask unstreamed from now on,
+                # and on a fresh connection, or this very retry fails on the dead one.
+                self._streams_tools = False
+            await self._reset_connections()
             for event in await self._complete(request):
                 yield event
             return
@@ -147,6 +158,11 @@ class OpenAIBackend:
             first_byte_timeout=self.first_byte_timeout if stream else None,
             api_key_env=self.api_key_env,
         )
+
+    async def _reset_connections(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:

@@ -48,6 +48,11 @@ class Toolbox:
         self.permissions = permissions
         self._started: set[str] = set()
 
+    def find(self, name: str) -> Tool | None:
+        """The tool by name; small models decorate names (`read_file:`, `` `grep` ``), so a
+        name that only differs by surrounding spaces, quotes or a trailing colon still finds it."""
+        return self.tools.get(name) or self.tools.get(name.strip().strip("`'\"").rstrip(":."))
+
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(
             ToolSpec(t.name, t.description, schemas.load(f"tools/{t.name}.json"))
@@ -61,7 +66,7 @@ class Toolbox:
         return ToolContext(call.id, self.cwd, self.roots, self.client, emit, permit)
 
     def announce(self, call: ToolCall) -> updates.Update:
-        tool = self.tools.get(call.name)
+        tool = self.find(call.name)
         if tool is None:
             return updates.tool_call(call.id, call.name, name=call.name, raw_input=call.arguments)
         shown = tool.present(call.arguments, self._context(call, lambda _: None))
@@ -76,7 +81,7 @@ class Toolbox:
 
     async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
         """Validate, gate and run one call; failures come back as results."""
-        tool = self.tools.get(call.name)
+        tool = self.find(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
             return ToolOutcome(f"Unknown tool {call.name!r}. Available tools: {known}.", ok=False)
@@ -109,7 +114,8 @@ class Toolbox:
         return None
 
     async def _permit(self, call: ToolCall, request: Permit, emit: Emit) -> None:
-        tool = self.tools[call.name]
+        tool = self.find(call.name)
+        assert tool is not None
         effect = request.effect or tool.effect
         decision = self.permissions.decide(effect, request, self.roots)
         if decision.verdict == "deny":

@@ -74,3 +74,19 @@ async def test_unanswered_cleanup_is_bounded(
     assert "terminal/release did not finish" in caplog.text
     client.answer.set()  # let the abandoned steps finish before the loop closes
     await asyncio.sleep(0)
+
+
+def test_decorated_tool_names_still_find_the_tool(tmp_path: Path) -> None:
+    """llama.cpp's function-calling template made SmolLM2 call `read_file:`."""
+    from acp_server.tools.fs import READ_FILE
+
+    box = Toolbox(
+        [READ_FILE],
+        cwd=tmp_path,
+        roots=(tmp_path,),
+        client=NoClient(),
+        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
+    )
+    for name in ("read_file", "read_file:", " `read_file` ", '"read_file"'):
+        assert box.find(name) is READ_FILE
+    assert box.find("write_file") is None
