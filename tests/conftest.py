@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.support.acp_schema import WireValidator, schema_path
-from tests.support.mock_llm import mock_llm  # noqa: F401 - a fixture for every test module
 from tests.support.llama_server import llama_server  # noqa: F401  (the real model tier)
+from tests.support.mock_llm import mock_llm  # noqa: F401 - a fixture for every test module
 from tests.support.raw import RawServer, console_script
 
 TAP = Path(__file__).parent / "support" / "tap.py"
