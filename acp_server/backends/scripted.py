@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 import re
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any

@@ -52,7 +52,11 @@ async def test_a_real_model_calls_a_tool_and_the_agent_answers(
                 finals[update["toolCallId"]] = update["status"]
         if calls:
             break
-    texts = [f["params"]["update"].get("content") for f in server.seen if f.get("method") == "session/update"]
+    texts = [
+        f["params"]["update"].get("content")
+        for f in server.seen
+        if f.get("method") == "session/update"
+    ]
     assert calls, f"the model never called a tool in three tries: {texts[-5:]}"
     for update in calls:
         assert isinstance(update["rawInput"], dict)  # parseable arguments
