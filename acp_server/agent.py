@@ -9,6 +9,7 @@ tool call with a final status before the turn is answered.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,18 +127,19 @@ async def _model_round(turn: Turn) -> _Reply:
     assembler = ToolCallAssembler()
     extra: dict[str, Any] = {}
     message_id = f"msg_{uuid.uuid4().hex}"
-    thought_id = f"{message_id}_thought"
+    chunks = _Chunks(turn.emit, message_id)
     try:
         async for event in turn.backend.stream(request):
             if isinstance(event, TextDelta) and event.text:
                 text.append(event.text)
-                turn.emit(updates.message_chunk("agent_message_chunk", event.text, message_id))
+                chunks.add("agent_message_chunk", event.text)
             elif isinstance(event, ThoughtDelta) and event.text:
                 thought.append(event.text)
-                turn.emit(updates.message_chunk("agent_thought_chunk", event.text, thought_id))
+                chunks.add("agent_thought_chunk", event.text)
             elif isinstance(event, ToolCallDelta):
                 assembler.add(event)
             elif isinstance(event, Usage):
+                chunks.flush()
                 turn.usage.append(event)
                 if turn.context_size:
                     used = event.prompt_tokens + event.completion_tokens
@@ -149,10 +151,12 @@ async def _model_round(turn: Turn) -> _Reply:
                 reply.error = event.message
                 break
             elif isinstance(event, Notice):
+                chunks.flush()
                 _tell(turn, event.text, event.severity)
             elif isinstance(event, PrivateData):
                 extra.update(event.data)
     finally:
+        chunks.flush()
         if reply.finish is not None:
             reply.calls = assembler.calls(f"call_{uuid.uuid4().hex[:8]}_")
         if reply.finish is None and reply.error is None and not text and not thought:
@@ -176,6 +180,42 @@ async def _model_round(turn: Turn) -> _Reply:
             "an answer. Try again, or raise the model's output token limit."
         )
     return reply
+
+
+class _Chunks:
+    """Relays a round's text and thought deltas as `agent_message_chunk`/`agent_thought_chunk`
+    updates. Deltas that arrive in the same pass of the event loop (a burst the model server
+    sent in one network read) go out as one chunk; nothing waits for more text: the flush is
+    queued with `call_soon`, so it runs as soon as the round waits for the model again. Any
+    other update is preceded by a `flush()`, so the editor sees everything in order.
+    """
+
+    def __init__(self, emit: Emit, message_id: str) -> None:
+        self._emit = emit
+        self._ids = {
+            "agent_message_chunk": message_id,
+            "agent_thought_chunk": f"{message_id}_thought",
+        }
+        self._kind = ""
+        self._pending: list[str] = []
+        self._scheduled: asyncio.Handle | None = None
+
+    def add(self, kind: str, text: str) -> None:
+        if kind != self._kind:
+            self.flush()
+            self._kind = kind
+        if self._scheduled is None:
+            self._scheduled = asyncio.get_running_loop().call_soon(self.flush)
+        self._pending.append(text)
+
+    def flush(self) -> None:
+        if self._scheduled is not None:
+            self._scheduled.cancel()
+            self._scheduled = None
+        if self._pending:
+            text = "".join(self._pending) if len(self._pending) > 1 else self._pending[0]
+            self._pending.clear()
+            self._emit(updates.message_chunk(self._kind, text, self._ids[self._kind]))
 
 
 async def _run_tool(turn: Turn, call: ToolCall) -> None:

@@ -45,6 +45,8 @@ RequestHandler = Callable[[Params], Awaitable[Any]]
 NotificationHandler = Callable[[Params], Awaitable[None] | None]
 ReadChunk = Callable[[], Awaitable[bytes]]
 
+# Compact one-line frames; one encoder for all (json.dumps with options builds one per call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _TOO_LONG = object()
 # Finds a leading `"id": …` in the head of a line too long to parse, so the peer's pending
 # request can still be answered instead of hanging forever.
@@ -281,8 +283,7 @@ class Connection:
     def _write(self, frame: dict[str, Any]) -> None:
         if self._closed:
             return
-        data = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        self._sink.write(data.encode("utf-8") + b"\n")
+        self._sink.write(_ENCODER.encode(frame).encode("utf-8") + b"\n")
 
     def _send_result(self, req_id: Any, result: Any) -> None:
         try:

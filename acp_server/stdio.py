@@ -48,16 +48,36 @@ class _BlockingSink:
 
 
 class _PipeSink:
-    """Non-blocking, ordered writes to a pipe through an asyncio transport."""
+    """Non-blocking, ordered writes to a pipe through an asyncio transport.
+
+    Frames written during one pass of the event loop leave in one system call: a burst of
+    streamed deltas that arrived in one network read costs one write, not one each. Nothing is
+    held back waiting for more: the flush is queued with `call_soon`, so it runs as soon as the
+    writing task yields (at the latest when it waits for the model's next bytes).
+    """
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
+        self._pending: list[bytes] = []
+        self._loop = asyncio.get_running_loop()
 
     def write(self, data: bytes) -> None:
+        if self._writer.is_closing():
+            return
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(data)
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
+        self._pending.clear()
         if not self._writer.is_closing():
             self._writer.write(data)
 
     async def drain(self) -> None:
+        self._flush()
         if not self._writer.is_closing():
             await self._writer.drain()
 

@@ -61,6 +61,9 @@ class InlineCallScanner:
 
     def feed(self, text: str) -> list[Event]:
         """Take a text delta; return what can be decided now."""
+        if not self._buffer and self._close is None and "<" not in text:
+            # The common case, decided at once: no tag can start in text without a `<`.
+            return [TextDelta(text)] if text else []
         self._buffer += text
         out: list[Event] = []
         while self._step(out):
