@@ -34,6 +34,7 @@ from acp_server.messages import (
     ToolSpec,
     Usage,
     text_message,
+    unanswered_calls,
 )
 from acp_server.tools.base import ToolOutcome
 
@@ -88,6 +89,7 @@ class Turn:
 class _Reply:
     finish: FinishReason | None = None
     error: str | None = None
+    shown_text: bool = False
     calls: list[ToolCall] = field(default_factory=list)
 
 
@@ -101,7 +103,9 @@ async def run_turn(turn: Turn) -> StopReason:
             requests += 1
             reply = await _model_round(turn)
             if reply.error is not None:
-                _say(turn, reply.error)
+                # After partial text, start on a fresh paragraph: editors that ignore
+                # messageId would otherwise run the error into the reply.
+                _say(turn, ("\n\n" if reply.shown_text else "") + reply.error)
                 return "max_tokens" if reply.finish == "length" else "end_turn"
             if reply.finish == "length":
                 return "max_tokens"
@@ -172,6 +176,7 @@ async def _model_round(turn: Turn) -> _Reply:
                     extra=extra,
                 )
             )
+    reply.shown_text = bool(text)
     if reply.finish is None and reply.error is None:
         reply.error = "The model's reply ended without saying whether it was finished."
     if reply.finish == "length" and not text and not reply.calls:
@@ -264,10 +269,7 @@ def _close_open_calls(turn: Turn) -> None:
 
 
 def _answer_unanswered(history: list[Message]) -> None:
-    """Give every tool call in history a result (strict endpoints reject unanswered calls)."""
-    answered = {m.tool_call_id for m in history if m.role == "tool"}
-    for message in list(history):
-        for call in message.tool_calls:
-            if call.id not in answered:
-                history.append(text_message("tool", CANCELLED_RESULT, tool_call_id=call.id))
-                answered.add(call.id)
+    """Give every tool call a result (strict endpoints reject a history with unanswered calls;
+    a cancel races a reply that may already have recorded some, so only the missing ones)."""
+    for call_id in unanswered_calls(history):
+        history.append(text_message("tool", CANCELLED_RESULT, tool_call_id=call_id))

@@ -183,6 +183,19 @@ def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     return {}, raw
 
 
+def unanswered_calls(messages: list[Message]) -> list[str]:
+    """Ids of the last model message's tool calls that no result follows. Matched by position,
+    not by id over the whole history: ids can repeat across turns (some servers number calls
+    per reply). Only the last model message can be left unanswered (by a cancel or a crash)."""
+    unanswered: list[str] = []
+    for message in messages:
+        if message.role != "tool":
+            unanswered = [call.id for call in message.tool_calls]
+        elif message.tool_call_id in unanswered:
+            unanswered.remove(message.tool_call_id)
+    return unanswered
+
+
 def history_problems(messages: tuple[Message, ...] | list[Message]) -> list[str]:
     """What a strict chat endpoint would reject: tool calls without exactly one result,
     results for unknown or repeated calls, results not following their call."""

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_server.messages import ImagePart, Message, TextPart, ToolCall
+from acp_server.messages import ImagePart, Message, TextPart, ToolCall, unanswered_calls
 from acp_server.store import Event, Store
 from acp_server.updates import Update
 
@@ -210,16 +210,7 @@ def _track_calls(updates: list[Update], open_calls: dict[str, None]) -> None:
 
 def _repair(history: list[Message], interrupted: bool) -> list[Message]:
     repairs: list[Message] = []
-    # A crash can only leave the calls of the last model message without results. They are
-    # matched by position, not by id over the whole history: ids can repeat across turns
-    # (some servers number calls per reply; the scripted backend per process).
-    unanswered: list[str] = []
-    for message in history:
-        if message.role != "tool":
-            unanswered = [call.id for call in message.tool_calls]
-        elif message.tool_call_id in unanswered:
-            unanswered.remove(message.tool_call_id)
-    for call_id in unanswered:
+    for call_id in unanswered_calls(history):
         result = Message("tool", (TextPart(INTERRUPTED_RESULT),), tool_call_id=call_id)
         history.append(result)
         repairs.append(result)

@@ -105,7 +105,7 @@ async def test_order_is_kept_across_kinds() -> None:
 async def test_pending_text_goes_out_before_an_error() -> None:
     stop, seen = await relay(TextDelta("par"), TextDelta("tial"), StreamError("boom"))
     assert stop == "end_turn"
-    assert [s["text"] for s in seen] == ["partial", "boom"]
+    assert [s["text"] for s in seen] == ["partial", "\n\nboom"]  # the error on its own paragraph
 
 
 async def test_pending_text_goes_out_when_cancelled() -> None:

@@ -63,3 +63,20 @@ def test_an_unanswered_last_prompt_is_marked_and_nothing_is_added() -> None:
     restored = restore(events, lambda key: None)
     assert restored.repairs == []
     assert restored.history[-1].text.startswith("[This message was interrupted")
+
+
+def test_unanswered_calls_match_by_position_not_by_id() -> None:
+    from acp_server.messages import Message, TextPart, ToolCall, unanswered_calls
+
+    call = ToolCall("call_0_0", "read_file", {"path": "a"})
+    history = [
+        Message("user", (TextPart("one"),)),
+        Message("assistant", tool_calls=(call,)),
+        Message("tool", (TextPart("ok"),), tool_call_id="call_0_0"),
+        Message("assistant", (TextPart("done"),)),
+        Message("user", (TextPart("two"),)),
+        Message("assistant", tool_calls=(call, ToolCall("call_0_1", "grep", {}))),
+        Message("tool", (TextPart("ok"),), tool_call_id="call_0_1"),
+    ]
+    assert unanswered_calls(history) == ["call_0_0"]
+    assert unanswered_calls(history[:4]) == []
