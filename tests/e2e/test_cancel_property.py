@@ -135,13 +135,26 @@ async def run_one(s: Scenario, kind: str, n: int, rng: random.Random) -> str:
     answer = seen[-1]
     assert answer.get("result", {}).get("stopReason") in ("cancelled", "end_turn"), answer
     if state != "finished-first":
-        assert answer["result"]["stopReason"] == "cancelled", (kind, n, answer)
+        assert answer["result"]["stopReason"] == "cancelled", (kind, n, state, _trace(seen))
     if second is not None:
         answer2, before2 = await s.server.response(second, timeout=20)
         assert answer2["result"]["stopReason"] == "cancelled"
         assert not any(is_update(f) for f in before2), "a cancelled queued prompt ran"
     await _check_clean_after(s, seen, n)
     return state
+
+
+def _trace(frames: list[Frame]) -> list[str]:
+    """A compact account of a turn's frames, for failure messages."""
+    out = []
+    for f in frames:
+        update = f.get("params", {}).get("update", {})
+        out.append(
+            f.get("method", "answer")
+            + (f":{update.get('sessionUpdate')}:{update.get('status', '')}" if update else "")
+            + (f":{f.get('result')}" if "result" in f else "")
+        )
+    return out
 
 
 def _command_running(update: dict[str, Any], commands: set[str], s: Scenario) -> bool:

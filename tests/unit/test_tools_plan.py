@@ -13,8 +13,7 @@ from acp_server import schemas
 from acp_server.clientapi import NoClient
 from acp_server.tools.base import Permit, ToolContext
 from acp_server.tools.plan import UPDATE_PLAN
-
-ACP_SCHEMA = Path(__file__).resolve().parents[3] / "shared" / "acp-schema" / "v1" / "schema.json"
+from tests.support.acp_schema import schema_path
 
 
 def make_ctx(tmp_path: Path) -> tuple[ToolContext, list[dict[str, Any]], list[Permit]]:
@@ -65,9 +64,10 @@ async def test_one_entry_and_an_empty_plan(tmp_path: Path) -> None:
 
 
 async def test_update_matches_the_official_schema(tmp_path: Path) -> None:
-    if not ACP_SCHEMA.is_file():
-        pytest.skip(f"official ACP schema not found at {ACP_SCHEMA}")
-    defs = json.loads(ACP_SCHEMA.read_text(encoding="utf-8"))["$defs"]
+    path = schema_path()
+    if path is None:
+        pytest.skip("the official ACP schema is not available (see tests/support/acp_schema.py)")
+    defs = json.loads(path.read_text(encoding="utf-8"))["$defs"]
     validator = Draft202012Validator({"$ref": "#/$defs/SessionUpdate", "$defs": defs})
     ctx, emitted, _ = make_ctx(tmp_path)
     await UPDATE_PLAN.run(ARGS, ctx)
