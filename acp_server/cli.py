@@ -91,14 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"acp-server {__version__}")
     _common(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in ("serve", "acp"):
-        serve = sub.add_parser(
-            name,
-            help="serve ACP on stdin/stdout (the default)"
-            if name == "serve"
-            else argparse.SUPPRESS,
-        )
-        _common(serve)
+    # Some editor configurations launch agents as `agent acp`: accept that spelling too.
+    serve = sub.add_parser("serve", aliases=["acp"], help="serve ACP on stdin/stdout (the default)")
+    _common(serve)
     run = sub.add_parser("run", help="send one prompt through a real server and print the reply")
     _common(run)
     run.add_argument("prompt", help="the prompt text")
