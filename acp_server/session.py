@@ -18,10 +18,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_server import session_config, updates
-from acp_server.agent import StopReason, ToolRunner, Turn, run_turn
 from acp_server.backends import Backend
 from acp_server.clientapi import ClientApi, NoClient
 from acp_server.config import Settings
@@ -29,6 +28,9 @@ from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions, RuleStore
 from acp_server.store import iso
 from acp_server.transcript import Recorder
+
+if TYPE_CHECKING:
+    from acp_server.agent import StopReason, ToolRunner
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +97,15 @@ class Session:
             self.permissions = Permissions(RuleStore(self.cwd))
         if self.recorder is not None:
             self.history.on_append = self.recorder.message
+
+    def toolbox(self) -> ToolRunner:
+        """The session's tools, made at the first turn (the loop and the tools are not
+        needed to answer `session/new`, and importing them costs the editor ~20 ms)."""
         if self.tools is None:
             from acp_server.tools.registry import default_tools
             from acp_server.tools.toolbox import Toolbox
 
+            assert self.permissions is not None
             self.tools = Toolbox(
                 default_tools(),
                 cwd=self.cwd,
@@ -106,6 +113,7 @@ class Session:
                 client=self.client,
                 permissions=self.permissions,
             )
+        return self.tools
 
     @property
     def mode(self) -> Mode:
@@ -205,6 +213,8 @@ class Session:
         return min(known) if known else self.settings.default_context_window
 
     async def _serve_turn(self, message: Message) -> StopReason:
+        from acp_server.agent import Turn, run_turn
+
         live = True
 
         def emit(update: updates.Update) -> None:
@@ -230,8 +240,7 @@ class Session:
             system=system_prompt(self.cwd, self.additional_dirs),
             context_size=window,
         )
-        if self.tools is not None:
-            turn.tools = self.tools
+        turn.tools = self.toolbox()
         try:
             stop = await run_turn(turn)
         except asyncio.CancelledError:

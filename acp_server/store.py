@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import queue
 import sqlite3
 import threading
@@ -24,6 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -122,9 +125,11 @@ class Store:
     """Reads run on the caller's thread (short, indexed); writes go through one thread."""
 
     def __init__(self, path: Path) -> None:
+        # Opening the database (and running migrations) happens on the writer thread and at
+        # the first read, not here: `session/new` creates the store and must answer fast.
         self.path = path
-        self._db = connect(path)
-        self._reader = connect(path)
+        self._db: sqlite3.Connection | None = None
+        self._read_db: sqlite3.Connection | None = None
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -134,13 +139,21 @@ class Store:
     # ----- the writer thread -----------------------------------------------------------------
 
     def _write_loop(self) -> None:
+        opened: sqlite3.Connection | BaseException
+        try:
+            opened = self._db = connect(self.path)
+        except Exception as exc:
+            log.error("cannot open the session store %s: %s", self.path, exc)
+            opened = exc
         while True:
             job = self._jobs.get()
             if job is _STOP:
                 return
             work, done = job
             try:
-                work(self._db)
+                if isinstance(opened, BaseException):
+                    raise opened
+                work(opened)
             except Exception as exc:  # the caller decides; the writer keeps going
                 if done is not None:
                     done(exc)
@@ -165,9 +178,10 @@ class Store:
     def close(self) -> None:
         self._jobs.put(_STOP)
         self._thread.join(timeout=5)
-        with contextlib.suppress(sqlite3.Error):
-            self._db.close()
-            self._reader.close()
+        for db in (self._db, self._read_db):
+            if db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
 
     # ----- writes ------------------------------------------------------------------------------
 
@@ -249,14 +263,19 @@ class Store:
 
     # ----- reads -------------------------------------------------------------------------------
 
+    def _reader(self) -> sqlite3.Connection:
+        if self._read_db is None:
+            self._read_db = connect(self.path)
+        return self._read_db
+
     def _last_seq(self, session_id: str) -> int:
-        row = self._reader.execute(
+        row = self._reader().execute(
             "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
         ).fetchone()
         return int(row[0])
 
     def get(self, session_id: str) -> SessionRow | None:
-        row = self._reader.execute(
+        row = self._reader().execute(
             "SELECT id, cwd, additional_dirs, title, created_at, updated_at, state"
             " FROM sessions WHERE id = ? AND deleted = 0",
             (session_id,),
@@ -264,14 +283,14 @@ class Store:
         return _row(row) if row else None
 
     def events(self, session_id: str) -> Iterator[Event]:
-        cursor = self._reader.execute(
+        cursor = self._reader().execute(
             "SELECT seq, kind, body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
         )
         for seq, kind, body in cursor:
             yield Event(seq, kind, json.loads(body))
 
     def blob(self, key: str) -> str | None:
-        row = self._reader.execute("SELECT data FROM blobs WHERE hash = ?", (key,)).fetchone()
+        row = self._reader().execute("SELECT data FROM blobs WHERE hash = ?", (key,)).fetchone()
         return str(row[0]) if row else None
 
     def list(
@@ -291,16 +310,16 @@ class Store:
             args += [after[0], after[0], after[1]]
         sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
         args.append(limit)
-        return [_row(r) for r in self._reader.execute(sql, args)]
+        return [_row(r) for r in self._reader().execute(sql, args)]
 
     def message_count(self, session_id: str) -> int:
-        row = self._reader.execute(
+        row = self._reader().execute(
             "SELECT COUNT(*) FROM events WHERE session_id = ? AND kind = 'message'", (session_id,)
         ).fetchone()
         return int(row[0])
 
     def integrity_ok(self) -> bool:
-        return bool(self._reader.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
+        return bool(self._reader().execute("PRAGMA integrity_check").fetchone()[0] == "ok")
 
 
 def _row(row: tuple[Any, ...]) -> SessionRow:
