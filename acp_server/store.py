@@ -269,17 +269,23 @@ class Store:
         return self._read_db
 
     def _last_seq(self, session_id: str) -> int:
-        row = self._reader().execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,))
+            .fetchone()
+        )
         return int(row[0])
 
     def get(self, session_id: str) -> SessionRow | None:
-        row = self._reader().execute(
-            "SELECT id, cwd, additional_dirs, title, created_at, updated_at, state"
-            " FROM sessions WHERE id = ? AND deleted = 0",
-            (session_id,),
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute(
+                "SELECT id, cwd, additional_dirs, title, created_at, updated_at, state"
+                " FROM sessions WHERE id = ? AND deleted = 0",
+                (session_id,),
+            )
+            .fetchone()
+        )
         return _row(row) if row else None
 
     def events(self, session_id: str) -> Iterator[Event]:
@@ -313,9 +319,14 @@ class Store:
         return [_row(r) for r in self._reader().execute(sql, args)]
 
     def message_count(self, session_id: str) -> int:
-        row = self._reader().execute(
-            "SELECT COUNT(*) FROM events WHERE session_id = ? AND kind = 'message'", (session_id,)
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute(
+                "SELECT COUNT(*) FROM events WHERE session_id = ? AND kind = 'message'",
+                (session_id,),
+            )
+            .fetchone()
+        )
         return int(row[0])
 
     def integrity_ok(self) -> bool:
