@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from acp_server.markdown import fence, inline_code
 from acp_server.store import Event, SessionRow, Store, iso
 from acp_server.transcript import restore
 
@@ -177,9 +178,9 @@ def _merged_chunks(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _facts(row: SessionRow, message_count: int) -> str:
-    lines = [f"- **Session:** {_code(row.id)}", f"- **Directory:** {_code(row.cwd)}"]
+    lines = [f"- **Session:** {inline_code(row.id)}", f"- **Directory:** {inline_code(row.cwd)}"]
     if row.additional_dirs:
-        extra = ", ".join(_code(d) for d in row.additional_dirs)
+        extra = ", ".join(inline_code(d) for d in row.additional_dirs)
         lines.append(f"- **Additional directories:** {extra}")
     lines += [
         f"- **Created:** {local_time(row.created_at)}; **updated:** {local_time(row.updated_at)}",
@@ -230,7 +231,7 @@ def _tool_call(state: dict[str, Any], result: str | None, cwd: str) -> str:
     raw_input = state.get("rawInput")
     command = raw_input.get("command") if isinstance(raw_input, dict) else None
     if isinstance(command, str) and command.strip() and command.strip() not in title:
-        parts.append(_fence(command.strip(), "sh"))
+        parts.append(fence(command.strip(), "sh"))
     content = state.get("content") or []
     for item in content:
         kind = item.get("type")
@@ -239,7 +240,7 @@ def _tool_call(state: dict[str, Any], result: str | None, cwd: str) -> str:
         elif kind == "terminal":
             shown = result.strip() if result else ""
             parts.append(
-                "Output (from the editor's terminal):\n\n" + _fence(shown)
+                "Output (from the editor's terminal):\n\n" + fence(shown)
                 if shown
                 else "*Ran in the editor's terminal; the output was not kept.*"
             )
@@ -257,7 +258,7 @@ def _tool_text(text: str) -> str:
         return ""
     if any(line.startswith("```") for line in text.splitlines()):
         return text
-    return _fence(text)
+    return fence(text)
 
 
 def _diff(item: dict[str, Any], cwd: str) -> str:
@@ -267,8 +268,8 @@ def _diff(item: dict[str, Any], cwd: str) -> str:
     new = str(item.get("newText") or "")
     text = _unified_diff(shown, old if isinstance(old, str) else None, new)
     label = "new file" if old is None else "edited"
-    body = _fence(text, "diff") if text else "*(no changes)*"
-    return f"{_code(shown)} ({label}):\n\n{body}"
+    body = fence(text, "diff") if text else "*(no changes)*"
+    return f"{inline_code(shown)} ({label}):\n\n{body}"
 
 
 def _unified_diff(path: str, old: str | None, new: str) -> str:
@@ -322,8 +323,8 @@ def _content_block(block: Any) -> str:
         uri = str(resource.get("uri", ""))
         text = resource.get("text")
         if isinstance(text, str):
-            return f"Attached {_code(uri)}:\n\n{_fence(text)}"
-        return f"Attached {_code(uri)} ({resource.get('mimeType') or 'binary data'})."
+            return f"Attached {inline_code(uri)}:\n\n{fence(text)}"
+        return f"Attached {inline_code(uri)} ({resource.get('mimeType') or 'binary data'})."
     if kind == "image":
         return f"*[image: {block.get('mimeType', 'unknown type')}]*"
     if kind == "audio":
@@ -335,21 +336,6 @@ def _text_of(body: dict[str, Any]) -> str:
     return "".join(
         part.get("text", "") for part in body.get("content", []) if part["type"] == "text"
     )
-
-
-def _fence(text: str, language: str = "") -> str:
-    fence = "```"
-    while fence in text:
-        fence += "`"
-    return f"{fence}{language}\n{text}\n{fence}"
-
-
-def _code(text: str) -> str:
-    ticks = "`"
-    while ticks in text:
-        ticks += "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def _one_line(text: str) -> str:

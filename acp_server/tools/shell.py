@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server.clientapi import ClientApi
+from acp_server.markdown import fence, inline_code
 from acp_server.tools.base import (
     Permit,
     Presentation,
@@ -53,7 +54,7 @@ def _present(args: dict[str, Any], ctx: ToolContext) -> Presentation:
     shown = lines[0] + (" …" if len(lines) > 1 else "")
     if len(shown) > TITLE_MAX:
         shown = shown[: TITLE_MAX - 1].rstrip() + "…"
-    return Presentation(f"Run {_inline_code(shown)}")
+    return Presentation(f"Run {inline_code(shown)}")
 
 
 async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
@@ -166,7 +167,7 @@ async def _local(command: str, cwd: Path, timeout: float) -> ToolOutcome:
     return ToolOutcome(
         f"{status}\n{shown}",
         ok=result.ok,
-        content=[text_content(f"{status}\n{shown if shown == NO_OUTPUT else _fenced(shown)}")],
+        content=[text_content(f"{status}\n{shown if shown == NO_OUTPUT else fence(shown)}")],
         raw_output=_raw_output(result),
     )
 
@@ -200,18 +201,3 @@ def _shown_output(output: str, earlier_cut: bool) -> str:
 
 def _raw_output(result: ProcessResult) -> dict[str, Any]:
     return {"exitCode": result.exit_code, "signal": result.signal, "timedOut": result.timed_out}
-
-
-def _fenced(text: str) -> str:
-    fence = "```"
-    while fence in text:
-        fence += "`"
-    return f"{fence}\n{text}\n{fence}"
-
-
-def _inline_code(text: str) -> str:
-    ticks = "`"
-    while ticks in text:
-        ticks += "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
