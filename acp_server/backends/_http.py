@@ -73,6 +73,31 @@ class RetryPolicy:
         return backoff / 2 + random.uniform(0, backoff / 2)
 
 
+class LazyClient:
+    """A backend's one `httpx.AsyncClient`, made on first use. `aclose()` also serves to drop
+    pooled connections a server has closed behind our back (the next `get()` opens anew)."""
+
+    def __init__(
+        self,
+        connect_timeout: float,
+        read_timeout: float,
+        transport: httpx.AsyncBaseTransport | None,
+    ) -> None:
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+
 class BackendError(Exception):
     """One failed attempt to talk to a model server; `message` is for a person.
 

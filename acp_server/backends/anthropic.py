@@ -22,7 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 import httpx
 
 from acp_server.backends._anthropic_wire import EventParser, payload
-from acp_server.backends._http import RetryPolicy, lines, retrying, send
+from acp_server.backends._http import LazyClient, RetryPolicy, lines, retrying, send
 from acp_server.backends._sse import sse_events
 from acp_server.messages import Event, Finish, ModelRequest
 
@@ -80,18 +80,14 @@ class AnthropicBackend:
         if api_key:
             self._headers["x-api-key"] = api_key
         self._headers.update(headers or {})
-        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self._client = LazyClient(connect_timeout, read_timeout, transport)
 
     @property
     def label(self) -> str:
         return f"anthropic:{self.model}"
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._client.aclose()
 
     async def context_window(self) -> int | None:
         return self._window
@@ -131,6 +127,4 @@ class AnthropicBackend:
         )
 
     def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
-        return self._client
+        return self._client.get()

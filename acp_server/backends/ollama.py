@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from acp_server.backends._http import BackendError, RetryPolicy, lines, retrying, send
+from acp_server.backends._http import BackendError, LazyClient, RetryPolicy, lines, retrying, send
 from acp_server.backends._ollama_wire import (
     LineParser,
     configured_num_ctx,
@@ -81,9 +81,7 @@ class OllamaBackend:
         self._num_ctx = num_ctx  # what is sent; settled by discovery
         self._trained: int | None = None
         self._discovered = False
-        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self._client = LazyClient(connect_timeout, read_timeout, transport)
         self._recovery = CallRecovery()
         self._id_prefix = f"call_{uuid.uuid4().hex[:8]}_"
         self._ids = itertools.count()
@@ -98,9 +96,7 @@ class OllamaBackend:
         return self._num_ctx
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._client.aclose()
 
     def new_call_id(self) -> str:
         return f"{self._id_prefix}{next(self._ids)}"
@@ -160,9 +156,7 @@ class OllamaBackend:
         )
 
     def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
-        return self._client
+        return self._client.get()
 
     # ----- context window -----------------------------------------------------------------------
 

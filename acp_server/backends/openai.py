@@ -28,6 +28,7 @@ import httpx
 
 from acp_server.backends._http import (
     BackendError,
+    LazyClient,
     RetryPolicy,
     lines,
     read_json,
@@ -70,9 +71,7 @@ class OpenAIBackend:
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._headers.update(headers or {})
-        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self._client = LazyClient(connect_timeout, read_timeout, transport)
         self._streams_tools = True  # False once the server answered an empty stream with tools
         self._stream_options = True  # False once a strict server refused it
         self._recovery = CallRecovery()
@@ -88,9 +87,7 @@ class OpenAIBackend:
         return self._stream_options
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._client.aclose()
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         return self._recovery.stream(self._round, request)
@@ -121,7 +118,7 @@ class OpenAIBackend:
                 # stream and then drops the kept-alive connection. Ask unstreamed from now on,
                 # and on a fresh connection, or this very retry fails on the dead one.
                 self._streams_tools = False
-            await self._reset_connections()
+            await self._client.aclose()  # drop the dead connection
             for event in await self._complete(request):
                 yield event
             return
@@ -159,15 +156,8 @@ class OpenAIBackend:
             api_key_env=self.api_key_env,
         )
 
-    async def _reset_connections(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
-
     def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
-        return self._client
+        return self._client.get()
 
     # ----- context window -----------------------------------------------------------------------
 
