@@ -89,14 +89,24 @@ def iso(stamp: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(stamp)) + f".{millis:03d}Z"
 
 
-def connect(path: Path) -> sqlite3.Connection:
+def connect(path: Path, attempts: int = 50) -> sqlite3.Connection:
+    """Open (creating and migrating as needed). Two processes that create the same new store
+    at once (editors start two agents) may meet a lock while switching to WAL: retried."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("PRAGMA foreign_keys=ON")
-    migrate(db)
-    return db
+    for attempt in range(attempts):
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            migrate(db)
+            return db
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or attempt == attempts - 1:
+                db.close()
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
 
 
 def migrate(db: sqlite3.Connection) -> None:
@@ -133,6 +143,7 @@ class Store:
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._opened = threading.Event()
         self._thread = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
         self._thread.start()
 
@@ -145,6 +156,8 @@ class Store:
         except Exception as exc:
             log.error("cannot open the session store %s: %s", self.path, exc)
             opened = exc
+        finally:
+            self._opened.set()
         while True:
             job = self._jobs.get()
             if job is _STOP:
@@ -265,6 +278,7 @@ class Store:
 
     def _reader(self) -> sqlite3.Connection:
         if self._read_db is None:
+            self._opened.wait(15)  # the writer creates and migrates the database first
             self._read_db = connect(self.path)
         return self._read_db
 
