@@ -103,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the session's working directory (default: the current directory)",
     )
+    run.add_argument(
+        "--mode",
+        choices=["ask", "accept_edits", "plan", "bypass"],
+        default=None,
+        help="permission mode for the session (default: ask; `run` cannot ask you, so calls "
+        "that need permission are refused unless the mode allows them)",
+    )
     # Everything after `sessions` goes, as is, to sessions_cli (imported only then): no option
     # can start with the prefix "\0", so this parser takes none of them for itself.
     sessions = sub.add_parser(

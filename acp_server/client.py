@@ -127,6 +127,8 @@ async def _converse(conn: Connection, args: argparse.Namespace) -> str:
     cwd = str((args.cwd or Path.cwd()).resolve())
     session = await conn.request("session/new", {"cwd": cwd, "mcpServers": []})
     session_id = session["sessionId"]
+    if getattr(args, "mode", None):
+        await conn.request("session/set_mode", {"sessionId": session_id, "modeId": args.mode})
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(
         signal.SIGINT, lambda: conn.notify("session/cancel", {"sessionId": session_id})
