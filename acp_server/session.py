@@ -133,10 +133,6 @@ class Session:
     def roots(self) -> tuple[Path, ...]:
         return (self.cwd, *self.additional_dirs)
 
-    @property
-    def busy(self) -> bool:
-        return self._turn is not None and not self._turn.done()
-
     async def prompt(self, message: Message, shown: Iterable[updates.Update] = ()) -> StopReason:
         """Queue a user message behind any running turn, run it, return the stop reason.
         `shown` are the user_message_chunk updates that replay the prompt on load."""

@@ -343,9 +343,6 @@ class Store:
         )
         return int(row[0])
 
-    def integrity_ok(self) -> bool:
-        return bool(self._reader().execute("PRAGMA integrity_check").fetchone()[0] == "ok")
-
 
 def _row(row: tuple[Any, ...]) -> SessionRow:
     return SessionRow(

@@ -43,9 +43,6 @@ class Conformance:
             streams.append([(row["from"], row["line"]) for row in rows])
         return streams
 
-    def agent_frame_count(self) -> int:
-        return sum(1 for stream in self.traffic() for side, _ in stream if side == "agent")
-
 
 @pytest.fixture(autouse=True)
 def private_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
