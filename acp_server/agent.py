@@ -253,7 +253,7 @@ def _tell(turn: Turn, text: str, severity: str) -> None:
 
 
 def _say(turn: Turn, text: str) -> None:
-    """Tell the user something as an agent message, and keep it in history."""
+    """Tell the user something as an agent message (shown and replayed, not sent to the model)."""
     message_id = f"msg_{uuid.uuid4().hex}"
     turn.emit(updates.message_chunk("agent_message_chunk", text, message_id))
 
