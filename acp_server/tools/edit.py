@@ -22,7 +22,7 @@ from acp_server.tools.base import (
     ToolOutcome,
     diff_content,
 )
-from acp_server.tools.fs import arg_path, read_text, shown_path, to_crlf, uses_crlf, write_text
+from acp_server.tools.fs import arg_path, shown_path, to_crlf, uses_crlf
 
 EXACTNESS = (
     "old_text must match the file exactly, including whitespace, indentation and line breaks."
@@ -47,7 +47,7 @@ async def _edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     new = apply_edits(old, edits)
     diff = diff_content(path, old, new)
     await ctx.permit(Permit(paths=(path,), preview=[diff]))
-    await write_text(path, new, ctx)
+    await ctx.write_text(path, new)
     line = first_changed_line(old, new)
     count = f"{len(edits)} edit" + ("s" if len(edits) != 1 else "")
     text = f"Applied {count} to {shown_path(path, ctx)} (first change at line {line})."
@@ -59,7 +59,7 @@ async def _existing_text(path: Path, ctx: ToolContext) -> str:
         raise ToolFailure(f"{path} is a directory, not a file.")
     if not path.exists():
         raise ToolFailure(f"File not found: {path}. To create a new file, use write_file.")
-    text = await read_text(path, ctx)
+    text = await ctx.read_text(path)
     # A local read replaces undecodable bytes; writing that back would corrupt the file.
     if "\ufffd" in text and not ctx.client.can_read and not _is_utf8(path):
         raise ToolFailure(

@@ -139,23 +139,7 @@ async def current_text(path: Path, ctx: ToolContext) -> str | None:
         raise ToolFailure(f"{path} is a directory, not a file.")
     if not path.exists():
         return None
-    return await read_text(path, ctx)
-
-
-async def read_text(path: Path, ctx: ToolContext) -> str:
-    """`ctx.read_text`, with the editor's refusal worded for the model."""
-    try:
-        return await ctx.read_text(path)
-    except RemoteError as exc:
-        raise ToolFailure(f"The editor could not read {path}: {exc.message}") from exc
-
-
-async def write_text(path: Path, text: str, ctx: ToolContext) -> None:
-    """`ctx.write_text`, with the editor's refusal worded for the model."""
-    try:
-        await ctx.write_text(path, text)
-    except RemoteError as exc:
-        raise ToolFailure(f"The editor could not write {path}: {exc.message}") from exc
+    return await ctx.read_text(path)
 
 
 async def _write_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
@@ -167,7 +151,7 @@ async def _write_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         new = to_crlf(new)  # keep a CRLF file CRLF: a model writes "\n"
     diff = diff_content(path, old, new)
     await ctx.permit(Permit(paths=(path,), preview=[diff]))
-    await write_text(path, new, ctx)
+    await ctx.write_text(path, new)
     shown, lines = shown_path(path, ctx), line_count(new)
     text = f"Created {shown} ({lines} lines)" if old is None else f"Wrote {lines} lines to {shown}"
     return ToolOutcome(text, content=[diff])
