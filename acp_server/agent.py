@@ -71,6 +71,15 @@ class NoTools:
         return ToolOutcome(f"Unknown tool {call.name!r}: no tools are available.", ok=False)
 
 
+@dataclass(frozen=True)
+class TurnFailure:
+    """Why a turn ended without an answer: the model failed (after any retries) or the agent
+    itself did; `message` is what the user was shown."""
+
+    reason: Literal["model", "internal"]
+    message: str
+
+
 @dataclass
 class Turn:
     backend: Backend
@@ -83,6 +92,7 @@ class Turn:
     context_size: int = 0  # the model's window in tokens, for `usage_update` (0: unknown)
     usage: list[Usage] = field(default_factory=list)
     open_calls: set[str] = field(default_factory=set)
+    failure: TurnFailure | None = None  # set when the turn ended on a failure
 
 
 @dataclass
@@ -94,7 +104,8 @@ class _Reply:
 
 
 async def run_turn(turn: Turn) -> StopReason:
-    """Run model rounds and tools until the model stops; return the ACP stop reason."""
+    """Run model rounds and tools until the model stops; return the ACP stop reason.
+    A turn that ended on a model error also leaves it in `turn.failure`."""
     requests = 0
     try:
         while True:
@@ -106,6 +117,7 @@ async def run_turn(turn: Turn) -> StopReason:
                 # After partial text, start on a fresh paragraph: editors that ignore
                 # messageId would otherwise run the error into the reply.
                 _say(turn, ("\n\n" if reply.shown_text else "") + reply.error)
+                turn.failure = TurnFailure("model", reply.error)
                 return "max_tokens" if reply.finish == "length" else "end_turn"
             if reply.finish == "length":
                 return "max_tokens"

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from acp_server.backends import Backend
     from acp_server.messages import Message
     from acp_server.permissions import Mode
-    from acp_server.session import Session
+    from acp_server.session import PromptOutcome, Session
     from acp_server.store import Store
     from acp_server.updates import Update
 
@@ -188,10 +188,10 @@ class AcpAgent:
         from acp_server.session import user_chunks
 
         message = prompt_message(params["prompt"])
-        stop = await session.prompt(message, user_chunks(params["prompt"], message.message_id))
+        outcome = await session.prompt(message, user_chunks(params["prompt"], message.message_id))
         if self.conn is not None:
             await self.conn.drain()
-        return {"stopReason": stop}
+        return prompt_response(outcome)
 
     async def set_mode(self, params: Params) -> dict[str, Any]:
         from acp_server import session_config
@@ -241,6 +241,19 @@ class AcpAgent:
     def send_update(self, session_id: str, update: Update) -> None:
         if self.conn is not None:
             self.conn.notify("session/update", {"sessionId": session_id, "update": update})
+
+
+def prompt_response(outcome: PromptOutcome) -> dict[str, Any]:
+    """The `session/prompt` result. What ACP has no field for travels in `_meta.acpServer`
+    (documented in the README for client authors): `turnFailed` when the turn ended on a
+    failure, with the message the user was shown; the stop reason stays the normal one."""
+    ours: dict[str, Any] = {}
+    if outcome.failure is not None:
+        ours["turnFailed"] = {"reason": outcome.failure.reason, "message": outcome.failure.message}
+    result: dict[str, Any] = {"stopReason": outcome.stop}
+    if ours:
+        result["_meta"] = {"acpServer": ours}
+    return result
 
 
 def session_state(session: Session) -> dict[str, Any]:

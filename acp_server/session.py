@@ -30,7 +30,7 @@ from acp_server.store import iso
 from acp_server.transcript import Recorder
 
 if TYPE_CHECKING:
-    from acp_server.agent import StopReason, ToolRunner
+    from acp_server.agent import StopReason, ToolRunner, TurnFailure
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,14 @@ def title_for(message: Message) -> str:
         return text or "Untitled"
     cut = text.rfind(" ", 0, TITLE_CHARS)
     return text[: cut if cut > TITLE_CHARS // 2 else TITLE_CHARS].rstrip() + "…"
+
+
+@dataclass(frozen=True)
+class PromptOutcome:
+    """How a prompt ended: its stop reason, and the failure if the turn failed."""
+
+    stop: StopReason
+    failure: TurnFailure | None = None
 
 
 class History(list[Message]):
@@ -89,8 +97,8 @@ class Session:
     title: str | None = None
     _queue: asyncio.Lock = field(default_factory=asyncio.Lock)
     _epoch: int = 0
-    _turn: asyncio.Task[StopReason] | None = None
-    _cancelled: asyncio.Task[StopReason] | None = None
+    _turn: asyncio.Task[PromptOutcome] | None = None
+    _cancelled: asyncio.Task[PromptOutcome] | None = None
 
     def __post_init__(self) -> None:
         if self.permissions is None:
@@ -133,13 +141,13 @@ class Session:
     def roots(self) -> tuple[Path, ...]:
         return (self.cwd, *self.additional_dirs)
 
-    async def prompt(self, message: Message, shown: Iterable[updates.Update] = ()) -> StopReason:
-        """Queue a user message behind any running turn, run it, return the stop reason.
+    async def prompt(self, message: Message, shown: Iterable[updates.Update] = ()) -> PromptOutcome:
+        """Queue a user message behind any running turn, run it, say how it ended.
         `shown` are the user_message_chunk updates that replay the prompt on load."""
         epoch = self._epoch
         async with self._queue:
             if epoch != self._epoch:
-                return "cancelled"
+                return PromptOutcome("cancelled")
             self._begin(message, shown)
             turn = asyncio.create_task(self._serve_turn(message))
             self._turn = turn
@@ -153,9 +161,9 @@ class Session:
                 raise
             finally:
                 self._turn = None
-            stop: StopReason = "cancelled" if turn.cancelled() else turn.result()
-            await self._end(stop)
-            return stop
+            outcome = PromptOutcome("cancelled") if turn.cancelled() else turn.result()
+            await self._end(outcome.stop)
+            return outcome
 
     def cancel(self) -> None:
         """End the running turn and every prompt queued now (no-op when idle)."""
@@ -208,8 +216,8 @@ class Session:
             known.append(found)
         return min(known) if known else self.settings.default_context_window
 
-    async def _serve_turn(self, message: Message) -> StopReason:
-        from acp_server.agent import Turn, run_turn
+    async def _serve_turn(self, message: Message) -> PromptOutcome:
+        from acp_server.agent import Turn, TurnFailure, run_turn
 
         live = True
 
@@ -240,11 +248,11 @@ class Session:
         try:
             stop = await run_turn(turn)
         except asyncio.CancelledError:
-            return "cancelled"
+            return PromptOutcome("cancelled")
         except Exception:
             log.exception("turn failed in session %s", self.id)
             emit(updates.message_chunk("agent_message_chunk", INTERNAL_FAILURE, None))
-            return "end_turn"
+            return PromptOutcome("end_turn", TurnFailure("internal", INTERNAL_FAILURE))
         finally:
             live = False
         if stop == "refusal":
@@ -252,7 +260,7 @@ class Session:
             del self.history[start:]
             if self.recorder is not None:
                 self.recorder.truncate(start)
-        return stop
+        return PromptOutcome(stop, turn.failure)
 
 
 INTERNAL_FAILURE = (

@@ -73,9 +73,9 @@ async def one_turn(rounds: int, workdir: Path) -> tuple[float, float, int]:
     from acp_server.messages import Message, TextPart
 
     start = time.perf_counter()
-    stop = await session.prompt(Message(role="user", content=(TextPart("go"),)))
+    outcome = await session.prompt(Message(role="user", content=(TextPart("go"),)))
     total = time.perf_counter() - start
-    assert stop == "end_turn", stop
+    assert outcome.stop == "end_turn", outcome
     return total, backend.seconds, frames
 
 

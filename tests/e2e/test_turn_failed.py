@@ -1,0 +1,50 @@
+"""A turn that failed is told apart from an answer: `_meta.acpServer.turnFailed` on the
+PromptResponse (the stop reason stays the normal one, so every client keeps working).
+
+Over real pipes; every frame, `_meta` included, is checked against the ACP schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.support.raw import Frame, RawServer
+
+Start = Callable[..., Any]
+Script = Callable[[list[dict[str, Any]]], Path]
+
+
+async def prompt(server: RawServer, cwd: Path, text: str = "go") -> tuple[Frame, list[Frame]]:
+    session = await server.handshake(str(cwd))
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+    return await server.response(await server.call("session/prompt", params), timeout=20)
+
+
+def shown_text(frames: list[Frame]) -> str:
+    return "".join(
+        f["params"]["update"]["content"]["text"]
+        for f in frames
+        if f.get("method") == "session/update"
+        and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+async def test_a_model_error_marks_the_turn_failed(
+    server_factory: Start, script: Script, tmp_path: Path
+) -> None:
+    server = await server_factory("--script", str(script([{"error": "The model fell over."}])))
+    answer, before = await prompt(server, tmp_path)
+    assert answer["result"]["stopReason"] == "end_turn"
+    failed = answer["result"]["_meta"]["acpServer"]["turnFailed"]
+    assert failed == {"reason": "model", "message": "The model fell over."}
+    assert "The model fell over." in shown_text(before)  # the editor shows it too
+
+
+async def test_an_answer_carries_no_failure(
+    server_factory: Start, script: Script, tmp_path: Path
+) -> None:
+    server = await server_factory("--script", str(script([{"text": "Fine."}])))
+    answer, _ = await prompt(server, tmp_path)
+    assert answer["result"] == {"stopReason": "end_turn"}
