@@ -9,6 +9,10 @@ model `qwen3:8b`. Endpoints and keys come from the environment:
 | `openai`    | OPENAI_BASE_URL (https://api.openai.com/v1)          | OPENAI_API_KEY    |
 | `ollama`    | OLLAMA_HOST (http://127.0.0.1:11434)                 | —                 |
 | `anthropic` | ANTHROPIC_BASE_URL (https://api.anthropic.com)       | ANTHROPIC_API_KEY |
+
+A hosted API (OpenAI's, Anthropic's) without its key gets no request at all: every prompt fails
+at once with a message naming the variable to set (a request would only be refused, or on a
+machine without network, retried for seconds before failing with nothing said about the key).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from acp_server.backends import Backend
 from acp_server.messages import Event, ModelRequest, StreamError
@@ -39,6 +44,35 @@ LOCAL_SERVERS = (
     ("openai", "http://127.0.0.1:8080/v1", "/models"),
 )
 PROBE_TIMEOUT = 0.3
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """A vendor's hosted API: it always needs a key, so without one nothing is worth sending."""
+
+    vendor: str
+    base_env: str
+    default_base: str
+    key_env: str
+    keys_page: str
+
+
+HOSTED = {
+    "openai": Hosted(
+        "OpenAI",
+        "OPENAI_BASE_URL",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        "https://platform.openai.com/api-keys",
+    ),
+    "anthropic": Hosted(
+        "Anthropic",
+        "ANTHROPIC_BASE_URL",
+        "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY",
+        "https://console.anthropic.com/settings/keys",
+    ),
+}
 
 
 class ModelSpecError(ValueError):
@@ -87,13 +121,36 @@ def _number(env: Mapping[str, str], name: str, default: Any, kind: Callable[[str
         return default
 
 
+def missing_key(spec: ModelSpec, env: Mapping[str, str]) -> str | None:
+    """What to do when `spec` would reach a vendor's hosted API without its key (None: the key
+    is set, or the endpoint is another server, which may need none)."""
+    hosted = HOSTED.get(spec.dialect)
+    if hosted is None or env.get(hosted.key_env):
+        return None
+    base = env.get(hosted.base_env) or hosted.default_base
+    if urlsplit(base).hostname != urlsplit(hosted.default_base).hostname:
+        return None
+    return (
+        f"The model {spec.dialect}:{spec.model} runs on {hosted.vendor}'s API "
+        f"({hosted.default_base}), which needs an API key, and {hosted.key_env} is not set. "
+        f"Create a key at {hosted.keys_page}, then set it where acp-server starts: "
+        f"`export {hosted.key_env}=...` in your shell, or in the `env` of your editor's agent "
+        f"configuration. To use another server instead, set {hosted.base_env}."
+    )
+
+
 def build(spec: ModelSpec, env: Mapping[str, str]) -> Backend:
-    """The backend for an explicit model choice."""
+    """The backend for an explicit model choice (one that only explains, when a key is missing)."""
+    problem = missing_key(spec, env)
+    if problem is not None:
+        from acp_server.backends.unconfigured import UnconfiguredBackend
+
+        return UnconfiguredBackend(problem)
     options = http_options(env)
     if spec.dialect == "openai":
         from acp_server.backends.openai import OpenAIBackend
 
-        base = env.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        base = env.get("OPENAI_BASE_URL") or HOSTED["openai"].default_base
         key = env.get("OPENAI_API_KEY") or None
         return OpenAIBackend(base, spec.model, api_key=key, api_key_env="OPENAI_API_KEY", **options)
     if spec.dialect == "ollama":
@@ -102,7 +159,7 @@ def build(spec: ModelSpec, env: Mapping[str, str]) -> Backend:
         return OllamaBackend(ollama_url(env.get("OLLAMA_HOST")), spec.model, **options)
     from acp_server.backends.anthropic import AnthropicBackend
 
-    base = env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+    base = env.get("ANTHROPIC_BASE_URL") or HOSTED["anthropic"].default_base
     key = env.get("ANTHROPIC_API_KEY") or None
     return AnthropicBackend(base, spec.model, api_key=key, **options)
 

@@ -48,3 +48,15 @@ async def test_an_answer_carries_no_failure(
     server = await server_factory("--script", str(script([{"text": "Fine."}])))
     answer, _ = await prompt(server, tmp_path)
     assert answer["result"] == {"stopReason": "end_turn"}
+
+
+async def test_a_hosted_model_without_a_key_fails_the_first_prompt_naming_the_key(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "ACP_SERVER_RETRY_ATTEMPTS": "3"}
+    server = await server_factory("--model", "openai:gpt-4.1-mini", env=env)
+    answer, before = await prompt(server, tmp_path)
+    failed = answer["result"]["_meta"]["acpServer"]["turnFailed"]
+    assert failed["reason"] == "model"
+    assert "OPENAI_API_KEY" in failed["message"] and "OPENAI_API_KEY" in shown_text(before)
+    assert "retrying" not in shown_text(before)  # no network attempt at all

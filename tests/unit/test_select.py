@@ -8,6 +8,7 @@ from acp_server.backends import select
 from acp_server.backends.anthropic import AnthropicBackend
 from acp_server.backends.ollama import OllamaBackend
 from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.unconfigured import UnconfiguredBackend
 from acp_server.messages import ModelRequest, StreamError, TextDelta, text_message
 from tests.support.mock_llm import MockLLM
 
@@ -72,3 +73,33 @@ async def test_auto_backend_uses_what_it_found(mock_llm: MockLLM) -> None:
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello there"
     assert backend.label == "openai:found-model"
     assert mock_llm.chat_requests[-1].json["model"] == "found-model"
+
+
+@pytest.mark.parametrize(
+    ("model", "env", "variable"),
+    [
+        ("openai:gpt-4.1-mini", {}, "OPENAI_API_KEY"),
+        (
+            "openai:gpt-4.1-mini",
+            {"OPENAI_BASE_URL": "https://api.openai.com/v1/"},
+            "OPENAI_API_KEY",
+        ),
+        ("anthropic:claude-sonnet-4-5", {"ANTHROPIC_API_KEY": ""}, "ANTHROPIC_API_KEY"),
+    ],
+)
+async def test_a_hosted_api_without_a_key_fails_at_once_naming_the_variable(
+    model: str, env: dict[str, str], variable: str
+) -> None:
+    backend = select.choose(model, env)
+    assert isinstance(backend, UnconfiguredBackend)  # no HTTP client: no request at all
+    events = [e async for e in backend.stream(ModelRequest((text_message("user", "hi"),)))]
+    assert len(events) == 1 and isinstance(events[0], StreamError)
+    assert variable in events[0].message and "export" in events[0].message
+
+
+def test_a_key_or_another_endpoint_needs_no_hosted_key() -> None:
+    assert isinstance(select.choose("openai:m", {"OPENAI_API_KEY": "sk-x"}), OpenAIBackend)
+    local = {"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}
+    assert isinstance(select.choose("openai:m", local), OpenAIBackend)
+    gateway = {"ANTHROPIC_BASE_URL": "http://gateway.internal"}
+    assert isinstance(select.choose("anthropic:c", gateway), AnthropicBackend)
