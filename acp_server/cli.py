@@ -44,6 +44,22 @@ environment:
 Logs never go to stdout (stdout carries the protocol); they go to stderr, errors only by default.
 """
 
+RUN_EPILOG = """\
+The reply goes to stdout; thoughts, tool activity, notices and every failure go to stderr.
+
+exit status:
+  0    the agent answered (stop reason end_turn)
+  1    the turn failed: no usable model (none configured, a missing API key), the model
+       server could not be reached or kept failing, or the agent or its server failed;
+       stderr says what happened
+  2    the command line cannot work: an unknown option, a malformed --model or
+       ACP_SERVER_MODEL, a --script that is missing or invalid, a --cwd that is not a
+       directory (nothing was started)
+  3    the agent stopped before it finished: the model's output limit (max_tokens), the
+       --max-turn-requests limit, or the model refused
+  130  interrupted: Ctrl-C cancelled the turn
+"""
+
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -94,11 +110,18 @@ def build_parser() -> argparse.ArgumentParser:
     # Some editor configurations launch agents as `agent acp`: accept that spelling too.
     serve = sub.add_parser("serve", aliases=["acp"], help="serve ACP on stdin/stdout (the default)")
     _common(serve)
-    run = sub.add_parser("run", help="send one prompt through a real server and print the reply")
+    run = sub.add_parser(
+        "run",
+        help="send one prompt through a real server and print the reply",
+        description="Start a server over pipes, send one prompt, print the streamed reply.",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _common(run)
     run.add_argument("prompt", help="the prompt text")
     run.add_argument(
         "--cwd",
+        metavar="DIR",
         type=Path,
         default=None,
         help="the session's working directory (default: the current directory)",
