@@ -61,6 +61,14 @@ exit status:
 """
 
 
+# Shown when a person starts the server at a terminal, where it would otherwise sit silent.
+TERMINAL_HINT = (
+    "acp-server speaks ACP (the Agent Client Protocol, JSON-RPC) on stdin/stdout, for an "
+    'editor to drive; see `acp-server --help`, or try `acp-server run "PROMPT"`. '
+    "Ctrl-D or Ctrl-C stops it."
+)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--script",
@@ -198,6 +206,8 @@ def serve(args: argparse.Namespace) -> int:
 
     wire_fd = claim_stdout()
     configure_logging(args)
+    if os.isatty(0):
+        print(TERMINAL_HINT, file=sys.stderr, flush=True)
     asyncio.run(_serve(wire_fd, args))
     return 0
 
