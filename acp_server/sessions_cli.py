@@ -31,6 +31,8 @@ from acp_server.store import SessionRow, Store
 DEFAULT_LIMIT = 50
 STORE_FILE = "sessions.sqlite3"
 PROG = "acp-server sessions"
+LIST_USAGE = "list [--cwd DIR] [--limit N]"
+EXPORT_USAGE = "export ID [--format markdown|json] [-o FILE]"
 
 
 def store_path() -> Path:
@@ -40,17 +42,26 @@ def store_path() -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        usage=f"{PROG} [list] [--cwd DIR] [--limit N]\n"
-        f"       {PROG} export ID [--format markdown|json] [-o FILE]",
+        usage=f"{PROG} [list] [--cwd DIR] [--limit N]\n       {PROG} {EXPORT_USAGE}",
         description="List the stored sessions (newest first), or export one as a transcript.",
         epilog=f"The sessions are kept in {store_path()} (set ACP_SERVER_DATA_DIR to use "
         "another directory).",
     )
     _list_options(parser)
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    _list_options(sub.add_parser("list", help="list the stored sessions (the default)"))
+    # Each subcommand names itself: argparse would otherwise build its name from the parent's
+    # two-line usage and print that twice, garbled, in every error.
+    listing = sub.add_parser(
+        "list",
+        prog=f"{PROG} list",
+        usage=f"{PROG} {LIST_USAGE}",
+        help="list the stored sessions (the default)",
+    )
+    _list_options(listing)
     export = sub.add_parser(
         "export",
+        prog=f"{PROG} export",
+        usage=f"{PROG} {EXPORT_USAGE}",
         help="write one session's transcript as Markdown or JSON",
         description="Write one session's transcript as Markdown or JSON.",
     )
