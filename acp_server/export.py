@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -245,20 +246,39 @@ def _tool_call(state: dict[str, Any], result: str | None, cwd: str) -> str:
                 else "*Ran in the editor's terminal; the output was not kept.*"
             )
         elif kind == "content":
-            parts.append(_tool_text(_content_block(item.get("content"))))
+            parts.append(_tool_content(item.get("content")))
     if not content and result:
         parts.append(_tool_text(result))
     return "\n\n".join(part for part in parts if part)
 
 
+def _tool_content(block: Any) -> str:
+    """A content block of a tool call: text is tool output; images and resources as usual."""
+    if isinstance(block, dict) and block.get("type") == "text":
+        return _tool_text(str(block.get("text", "")))
+    return _content_block(block)
+
+
 def _tool_text(text: str) -> str:
-    """Tool output as shown: already formatted (a status line and a fenced block) as is,
-    anything else in a fence so it is not read as Markdown."""
+    """Tool output in one code block, never read as Markdown: a file read by a tool may be a
+    README whose headings would become the transcript's. Output shown as a status line over a
+    fenced block (the shell tool's form) loses that inner fence first, so the one block holds
+    both, as for output from the editor's terminal."""
     if not text.strip():
         return ""
-    if any(line.startswith("```") for line in text.splitlines()):
+    return fence(_without_inner_fence(text))
+
+
+def _without_inner_fence(text: str) -> str:
+    """`status` + a fenced block (as `markdown.fence` writes it) as `status` + its body;
+    any other text as is."""
+    status, _, block = text.partition("\n")
+    lines = block.split("\n")
+    opening = re.fullmatch(r"(`{3,})[\w+-]*", lines[0])
+    if opening is None or len(lines) < 2 or lines[-1] != opening.group(1):
         return text
-    return fence(text)
+    body = "\n".join(lines[1:-1])
+    return text if opening.group(1) in body else f"{status}\n{body}"
 
 
 def _diff(item: dict[str, Any], cwd: str) -> str:

@@ -331,7 +331,7 @@ def test_markdown_export_of_new_files_local_output_and_an_interrupted_turn(
     assert "Creating the file." in text  # streamed chunks merged
     assert "```diff\n--- /dev/null\n+++ b/NOTES.md\n@@ -0,0 +1 @@\n+hello\n```" in text
     assert "#### Tool call: Run `wc -l NOTES.md` (completed)" in text
-    assert "Exit code 0\n```\n1 NOTES.md\n```" in text
+    assert "```\nExit code 0\n1 NOTES.md\n```" in text  # status and output: one block
     assert text.count("## Turn ") == 2
     assert text.rstrip().endswith(
         "*The agent was stopped before it finished answering this prompt.*"
