@@ -14,6 +14,7 @@ from typing import Any
 
 from acp_server import schemas, updates
 from acp_server.clientapi import ClientApi
+from acp_server.markdown import fence, inline_code
 from acp_server.messages import ToolCall, ToolSpec
 from acp_server.permissions import Permissions, inside_roots, rule_for
 from acp_server.tools.base import (
@@ -177,8 +178,8 @@ def _options(allow_scope: str | None, can_reject_always: bool) -> list[dict[str,
 
 def _command_preview(request: Permit) -> dict[str, Any]:
     if request.command is not None:
-        where = f"\n\nin `{request.cwd}`" if request.cwd else ""
-        text = f"```sh\n{request.command}\n```{where}"
+        where = f"\n\nin {inline_code(str(request.cwd))}" if request.cwd else ""
+        text = fence(request.command, "sh") + where
     else:
         text = "\n".join(str(p) for p in request.paths) or "(no details)"
     return updates.text_content(text)

@@ -90,3 +90,35 @@ def test_decorated_tool_names_still_find_the_tool(tmp_path: Path) -> None:
     for name in ("read_file", "read_file:", " `read_file` ", '"read_file"'):
         assert box.find(name) is READ_FILE
     assert box.find("write_file") is None
+
+
+class RecordsPermission(NoClient):
+    """Refuses every permission request and keeps what it was shown."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, Any]] = []
+
+    async def request_permission(
+        self, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        self.asked.append(tool_call)
+        return {"outcome": "cancelled"}
+
+
+async def test_a_command_with_backticks_stays_inside_its_fence(tmp_path: Path) -> None:
+    from acp_server.markdown import fence
+    from acp_server.tools.shell import RUN_COMMAND
+
+    client = RecordsPermission()
+    box = Toolbox(
+        [RUN_COMMAND],
+        cwd=tmp_path,
+        roots=(tmp_path,),
+        client=client,
+        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
+    )
+    command = "printf '```\\n# not a heading\\n'"
+    outcome = await box.run(ToolCall("c1", "run_command", {"command": command}), lambda u: None)
+    assert not outcome.ok
+    shown = client.asked[0]["content"][0]["content"]["text"]
+    assert shown.startswith(fence(command, "sh") + "\n")
