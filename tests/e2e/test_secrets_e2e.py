@@ -1,0 +1,78 @@
+"""The agent's API keys stay secret end to end: not in any frame the editor gets, not in the
+session store, not in the logs, not in the environment of the commands the model runs.
+
+The model servers are the mock LLM (over TCP) and the real console script runs each test.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.mock_llm import MockLLM
+from tests.support.raw import RawServer
+
+Start = Callable[..., Any]
+
+
+def new_key() -> str:
+    return f"sk-live-SECRET-{uuid.uuid4().hex}"
+
+
+def model_env(mock: MockLLM, key: str, **extra: str) -> dict[str, str]:
+    return {
+        "ACP_SERVER_RETRY_ATTEMPTS": "1",
+        "OPENAI_BASE_URL": f"{mock.url}/v1",
+        "OPENAI_API_KEY": key,
+        "ANTHROPIC_BASE_URL": mock.url,
+        "ANTHROPIC_API_KEY": key,
+        **extra,
+    }
+
+
+async def prompt(server: RawServer, session: str, text: str = "go") -> list[dict[str, Any]]:
+    """The session/update payloads of one turn (which must end normally)."""
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+    answer, before = await server.response(await server.call("session/prompt", params), 20)
+    assert "result" in answer, answer
+    return [f["params"]["update"] for f in before if f.get("method") == "session/update"]
+
+
+def shown_text(updates: list[dict[str, Any]]) -> str:
+    return "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+def stored_bytes(data_dir: Path) -> bytes:
+    """Everything the server wrote under its data directory (database, WAL, rules)."""
+    return b"".join(p.read_bytes() for p in sorted(data_dir.rglob("*")) if p.is_file())
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+async def test_a_key_the_model_server_echoes_is_neither_shown_nor_stored(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path, private_data_dir: Path, dialect: str
+) -> None:
+    key = new_key()
+    server = await server_factory("--model", f"{dialect}:mock-model", env=model_env(mock_llm, key))
+    session = await server.handshake(str(tmp_path))
+    mock_llm.queue(
+        {"fault": "status", "status": 401, "message": f"Incorrect API key provided: {key}"},
+        {"fault": "status", "status": 400, "body": f"bad request; you sent Bearer {key}"},
+        {"text": "partial words here", "fault": "error_frame", "after": 1, "message": key},
+    )
+    shown = [shown_text(await prompt(server, session)) for _ in range(3)]
+    await server.close_stdin()
+    await server.wait()
+
+    sent = mock_llm.chat_requests[0].headers
+    assert key in (sent.get("authorization", "") + sent.get("x-api-key", ""))  # it was sent
+    assert "Incorrect API key provided: [redacted]" in shown[0]
+    assert "[redacted]" in shown[1] and "[redacted]" in shown[2]
+    assert key not in json.dumps(server.seen)
+    assert key.encode() not in stored_bytes(private_data_dir)
