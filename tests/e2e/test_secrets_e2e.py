@@ -76,3 +76,46 @@ async def test_a_key_the_model_server_echoes_is_neither_shown_nor_stored(
     assert "[redacted]" in shown[1] and "[redacted]" in shown[2]
     assert key not in json.dumps(server.seen)
     assert key.encode() not in stored_bytes(private_data_dir)
+
+
+async def test_a_debug_log_has_no_key_and_no_http_library_chatter(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    """httpx/httpcore debug logs print headers (here a response header echoing the key)."""
+    key, log_file = new_key(), tmp_path / "debug.log"
+    server = await server_factory(
+        "--model",
+        "openai:mock-model",
+        "--log-level",
+        "debug",
+        "--log-file",
+        str(log_file),
+        env=model_env(mock_llm, key),
+    )
+    session = await server.handshake(str(tmp_path))
+    mock_llm.queue({"text": "hello there", "headers": {"X-Echo": f"Bearer {key}"}})
+    assert shown_text(await prompt(server, session)) == "hello there"
+    await server.close_stdin()
+    await server.wait()
+    for text in (await server.stderr_text(), log_file.read_text("utf-8")):
+        assert "acp_server" in text  # our own debug lines are there
+        assert key not in text
+        assert "httpcore" not in text and "authorization" not in text.lower()
+
+
+async def test_asked_for_http_library_logs_are_there_but_redacted(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    key, log_file = new_key(), tmp_path / "debug.log"
+    env = model_env(mock_llm, key, ACP_SERVER_LOG_THIRD_PARTY="1")
+    server = await server_factory(
+        "--model", "openai:mock-model", "--log-file", str(log_file), env=env
+    )
+    session = await server.handshake(str(tmp_path))
+    mock_llm.queue({"text": "hello there", "headers": {"X-Echo": f"Bearer {key}"}})
+    await prompt(server, session)
+    await server.close_stdin()
+    await server.wait()
+    text = log_file.read_text("utf-8")
+    assert "httpcore" in text and "Bearer [redacted]" in text
+    assert key not in text
