@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.fake_editor import FakeEditor
 from tests.support.mock_llm import MockLLM
 from tests.support.raw import RawServer
 
@@ -119,3 +120,36 @@ async def test_asked_for_http_library_logs_are_there_but_redacted(
     text = log_file.read_text("utf-8")
     assert "httpcore" in text and "Bearer [redacted]" in text
     assert key not in text
+
+
+@pytest.mark.parametrize("through_editor", [True, False], ids=["editor-terminal", "local"])
+async def test_commands_the_model_runs_do_not_see_the_keys(
+    server_factory: Start,
+    script: Callable[[list[dict[str, Any]]], Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    through_editor: bool,
+) -> None:
+    key = new_key()
+    monkeypatch.setenv("OPENAI_API_KEY", key)  # the editor has it too: its terminals inherit it
+    rounds = [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "env; echo END"}}]},
+        {"text": "done"},
+    ]
+    server = await server_factory(
+        "--script", str(script(rounds)), env={"OPENAI_API_KEY": key, "ANTHROPIC_API_KEY": key}
+    )
+    editor = FakeEditor(fs=False, terminal=through_editor)
+    editor.attach(server)
+    capabilities = {"clientCapabilities": editor.capabilities(), "protocolVersion": 1}
+    await server.request("initialize", capabilities)
+    answer = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+    session = answer["result"]["sessionId"]
+    await server.request("session/set_mode", {"sessionId": session, "modeId": "bypass"})
+    await prompt(server, session)
+    output = (
+        b"".join(editor.outputs.values()).decode() if through_editor else json.dumps(server.seen)
+    )
+    await editor.close()
+    assert "END" in output and "PATH=" in output  # the command ran and printed its env
+    assert key not in output and key not in json.dumps(server.seen)
