@@ -132,7 +132,7 @@ async def test_commands_the_model_runs_do_not_see_the_keys(
 ) -> None:
     key = new_key()
     monkeypatch.setenv("OPENAI_API_KEY", key)  # the editor has it too: its terminals inherit it
-    rounds = [
+    rounds: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "run_command", "arguments": {"command": "env; echo END"}}]},
         {"text": "done"},
     ]
