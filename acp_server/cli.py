@@ -40,6 +40,7 @@ environment:
   OLLAMA_HOST                            Ollama (default 127.0.0.1:11434)
   ACP_SERVER_SCRIPT=FILE     same as --script FILE
   ACP_SERVER_LOG_LEVEL=LEVEL same as --log-level LEVEL
+  ACP_SERVER_LOG_THIRD_PARTY=1  also log what httpx and other libraries log below warning
 
 Logs never go to stdout (stdout carries the protocol); they go to stderr, errors only by default.
 """
@@ -167,21 +168,28 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def configure_logging(args: argparse.Namespace) -> None:
+    """stderr gets --log-level (default error); --log-file gets everything of ours (debug).
+    Other libraries' loggers stay at warning: at debug, httpx and httpcore print request and
+    response headers. ACP_SERVER_LOG_THIRD_PARTY=1 lets them log at our level. Every line is
+    redacted, so no API key reaches a log either way."""
+    from acp_server.redaction import RedactingFormatter
+
     level_name = getattr(args, "log_level", None) or os.environ.get("ACP_SERVER_LOG_LEVEL", "error")
     level = getattr(logging, level_name.upper(), logging.ERROR)
+    log_file = getattr(args, "log_file", None)
+    ours = logging.DEBUG if log_file is not None else level
+    logging.getLogger("acp_server").setLevel(ours)
+    third_party = os.environ.get("ACP_SERVER_LOG_THIRD_PARTY", "") not in ("", "0")
     root = logging.getLogger()
-    root.setLevel(logging.DEBUG)
+    root.setLevel(ours if third_party else max(ours, logging.WARNING))
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setLevel(level)
-    stderr.setFormatter(logging.Formatter("acp-server %(levelname)s %(name)s: %(message)s"))
+    stderr.setFormatter(RedactingFormatter("acp-server %(levelname)s %(name)s: %(message)s"))
     root.addHandler(stderr)
-    log_file = getattr(args, "log_file", None)
     if log_file is not None:
         handler = logging.FileHandler(log_file, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
-    else:
-        root.setLevel(level)
 
 
 def choose_backend(args: argparse.Namespace) -> Backend:

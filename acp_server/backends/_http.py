@@ -16,6 +16,11 @@ Transient: HTTP 429, 500, 502, 503, 504, 529, "overloaded" errors, connection er
 and a timeout before the response started. Everything else is final: 401/403 (with a hint to
 check the API key), context overflows (flagged, so callers can compact instead), other 4xx.
 
+Secrets: a server may echo the key it was sent ("Incorrect API key provided: sk-…"). `send`
+remembers the credentials each request carries, and every `BackendError` is redacted as it is
+made (`redaction.redact`), so what the user is shown, what the store keeps and what the log
+says never hold a key.
+
     async def _attempt(self, request):
         response = await send(self._client, build(request), api_key_env="MY_KEY")
         try:
@@ -43,6 +48,7 @@ from typing import Any
 
 import httpx
 
+from acp_server import redaction
 from acp_server.messages import Event, Notice, StreamError
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504, 529})
@@ -102,7 +108,8 @@ class BackendError(Exception):
     """One failed attempt to talk to a model server; `message` is for a person.
 
     Lives only inside backends: `retrying` turns it into a `StreamError` event, so it never
-    reaches the agent loop or the wire.
+    reaches the agent loop or the wire. Its message and body are redacted here, where every
+    backend error is made.
     """
 
     def __init__(
@@ -116,13 +123,15 @@ class BackendError(Exception):
         body: str = "",
         context_overflow: bool = False,
     ) -> None:
+        message = redaction.redact(message)
         super().__init__(message)
         self.message = message
         self.reason = reason  # short, for the retry notice: "answered HTTP 429 (rate limited)"
         self.transient = transient
         self.status = status
         self.retry_after = retry_after
-        self.body = body  # the raw error body (capped), for callers that look for a keyword
+        # The raw error body (capped, redacted), for callers that look for a keyword.
+        self.body = redaction.redact(body)
         self.context_overflow = context_overflow
 
 
@@ -141,6 +150,9 @@ async def send(
     `first_byte_timeout` bounds the wait for the response to start (a local server may read a
     long prompt for minutes before it answers); `api_key_env` names the variable a 401 hints at.
     """
+    redaction.remember_headers(request.headers.items())
+    if api_key_env:
+        redaction.remember_variable(api_key_env)
     try:
         async with asyncio.timeout(first_byte_timeout):
             response = await client.send(request, stream=True)

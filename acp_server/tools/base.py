@@ -130,7 +130,10 @@ def read_local(path: Path) -> str:
 
 
 def write_local(path: Path, text: str) -> None:
-    """Write atomically (a crash never leaves half a file), keeping the file's permissions."""
+    """Write atomically (a crash never leaves half a file), keeping the file's permissions.
+    A symlink is written through, to where it leads (where the permission check looked),
+    instead of being replaced by a file."""
+    path = Path(os.path.realpath(path))
     tmp = path.with_name(f".{path.name}.acp-tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

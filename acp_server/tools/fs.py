@@ -2,7 +2,12 @@
 
 Reads and writes go through the editor when it advertises `fs` (so unsaved buffers are what
 the model sees and edits land in open buffers), and to the local disk otherwise. A write asks
-permission with the diff as the preview *before* it touches the file."""
+permission with the diff as the preview *before* it touches the file.
+
+Links: every path is checked where it really leads (the permission rule resolves symlinks and
+`..`), so a link inside the project to a file outside asks like the file itself would. Listings
+(here and in `glob`) show such links with where they lead and that reading them asks first.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server.errors import RemoteError
+from acp_server.permissions import inside_roots
 from acp_server.tools.base import (
     Permit,
     Presentation,
@@ -179,18 +185,31 @@ def _present_list(args: dict[str, Any], ctx: ToolContext) -> Presentation:
     return Presentation(f"List {shown_path(path, ctx).rstrip('/')}/", [{"path": str(path)}])
 
 
-def list_entries(path: Path) -> list[str]:
-    """Names in a directory, sorted, directories marked with a trailing slash."""
+def link_note(path: Path, roots: tuple[Path, ...]) -> str:
+    """What a listing adds after a symlink that leads out of the project or nowhere ("" for
+    anything else), so the model knows before it tries to read it."""
+    if not path.is_symlink():
+        return ""
+    if not path.exists():  # follows the link: false for a dangling link and for a loop
+        return f" -> {os.path.realpath(path)} (broken link)"
+    if not inside_roots(path, roots):
+        return f" -> {os.path.realpath(path)} (outside the project; reading it asks the user)"
+    return ""
+
+
+def list_entries(path: Path, roots: tuple[Path, ...] = ()) -> list[str]:
+    """Names in a directory, sorted, directories marked with a trailing slash and links out of
+    `roots` with where they lead."""
     try:
         with os.scandir(path) as it:
-            entries = [e.name + ("/" if _is_dir(e) else "") for e in it]
+            names = sorted((e.name, "/" if _is_dir(e) else "") for e in it)
     except FileNotFoundError as exc:
         raise ToolFailure(f"Directory not found: {path}") from exc
     except NotADirectoryError as exc:
         raise ToolFailure(f"{path} is a file, not a directory; use read_file.") from exc
     except OSError as exc:
         raise ToolFailure(f"Cannot list {path}: {exc.strerror or exc}") from exc
-    return sorted(entries)
+    return [name + slash + link_note(path / name, roots) for name, slash in names]
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -203,7 +222,7 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 async def _list_directory(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     path = arg_path(args, ctx) or ctx.cwd
     await ctx.permit(Permit(paths=(path,)))
-    entries = await asyncio.to_thread(list_entries, path)
+    entries = await asyncio.to_thread(list_entries, path, ctx.roots)
     shown = entries[:LIST_MAX_ENTRIES]
     if len(entries) > len(shown):
         shown.append(f"[… {len(entries) - len(shown)} more entries not shown]")
@@ -218,8 +237,9 @@ LIST_DIRECTORY = Tool(
     name="list_directory",
     description=(
         "List the entries of a directory (default: the working directory), sorted by name, "
-        "hidden files included; directories end with '/'. Not recursive: use glob to find "
-        f"files by pattern. At most {LIST_MAX_ENTRIES} entries are shown."
+        "hidden files included; directories end with '/'; a link that leads outside the "
+        "project is shown with its target. Not recursive: use glob to find files by pattern. "
+        f"At most {LIST_MAX_ENTRIES} entries are shown."
     ),
     kind="read",
     effect="read",

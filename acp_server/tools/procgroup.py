@@ -108,8 +108,8 @@ async def _spawn(
         pipe.close()
         os.close(write_fd)
         raise
-    try:
-        proc = await asyncio.create_subprocess_exec(
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
             env=dict(env),
@@ -118,12 +118,29 @@ async def _spawn(
             stderr=write_fd,
             start_new_session=True,
         )
+    )
+    try:
+        # Shielded: a cancel that lands while asyncio is still setting the child up would make
+        # asyncio kill only the shell, and the command's own children (in the new group) live on.
+        proc = await asyncio.shield(spawn)
     except BaseException:
+        await settle(_stop_late_start(spawn), "stopping a command started after a cancel")
         transport.close()
         raise
     finally:
         os.close(write_fd)  # the child holds its copy; EOF comes when every writer is gone
     return proc, tail, transport
+
+
+async def _stop_late_start(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """The caller gave up on a spawn (cancelled): once it completes, kill the whole process
+    group it started and reap it."""
+    try:
+        proc = await spawn
+    except OSError:
+        return  # it never started
+    _signal_group(proc.pid, signal.SIGKILL)
+    await _reap(proc)
 
 
 async def _supervise(proc: asyncio.subprocess.Process, tail: _Tail, timeout: float) -> bool:

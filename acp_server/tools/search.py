@@ -6,11 +6,17 @@ to search (`.git`, `node_modules`, virtualenvs, bytecode caches) instead of filt
 afterwards, and stop at the next file once the call is cancelled. Paths in their output are
 relative to the session's working directory, so the model can pass them straight to
 read_file or edit_file.
+
+Links never lead a search out of the project unnoticed. Directory links are not followed (the
+walk stays in the tree it was given), and the permission for the starting point is asked where
+it really leads. grep does not read a linked file whose target lies outside both the project
+and the directory being searched: it says how many it skipped and that read_file (which asks
+the user, as for any read outside the project) can open them. glob lists such links with where
+they lead, like list_directory.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import re
@@ -18,8 +24,9 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from acp_server.permissions import inside_roots
 from acp_server.tools.base import (
     Permit,
     Presentation,
@@ -30,11 +37,17 @@ from acp_server.tools.base import (
     clip,
     text_content,
 )
-from acp_server.tools.fs import arg_path, shown_path
+from acp_server.tools.fs import arg_path, link_note, shown_path
+from acp_server.tools.walk import (
+    find_matches,
+    in_thread,
+    pattern_regex,
+    segment_regex,
+    split_pattern,
+    walk,
+)
 
-SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__"})
 GLOB_MAX_SHOWN = 500
-GLOB_MAX_COLLECTED = 100_000
 GREP_DEFAULT_RESULTS = 200
 GREP_MAX_RESULTS = 2000
 GREP_MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -43,106 +56,7 @@ BINARY_SNIFF_BYTES = 8192
 MODEL_MAX_CHARS = 60_000
 SHOW_MAX_CHARS = 8_000
 MAX_LOCATIONS = 10
-_MAGIC = re.compile(r"[*?\[{]")
-
-T = TypeVar("T")
-
-
-async def in_thread(work: Callable[[threading.Event], T]) -> T:
-    """Run blocking `work` in a worker thread; when the caller is cancelled (or done), the
-    event it was handed is set so it stops at its next check."""
-    stop = threading.Event()
-    try:
-        return await asyncio.to_thread(work, stop)
-    finally:
-        stop.set()
-
-
-# -- glob patterns -----------------------------------------------------------------------------
-
-
-def split_pattern(pattern: str) -> tuple[str, list[str]]:
-    """The literal leading directories of a glob pattern, and the segments left to match."""
-    segments = [s for s in pattern.split("/") if s]
-    k = 0
-    while k < len(segments) - 1 and not _MAGIC.search(segments[k]):
-        k += 1
-    prefix = "/".join(segments[:k])
-    return ("/" + prefix if pattern.startswith("/") else prefix), segments[k:]
-
-
-def pattern_regex(segments: list[str]) -> re.Pattern[str]:
-    """A regex matching relative '/'-separated paths: `**` spans directories, `*` and `?`
-    stay within one name, `[abc]` and `{a,b}` work as in shells."""
-    parts: list[str] = []
-    for k, segment in enumerate(segments):
-        last = k == len(segments) - 1
-        if segment == "**":
-            parts.append(".*" if last else "(?:[^/]+/)*")
-        else:
-            parts.append(_segment_regex(segment) + ("" if last else "/"))
-    return re.compile("".join(parts))
-
-
-def _segment_regex(segment: str) -> str:
-    out, i = [], 0
-    while i < len(segment):
-        char, end = segment[i], -1
-        if char == "[":
-            end = segment.find("]", i + 2)
-            if end != -1:
-                out.append(_class_regex(segment[i + 1 : end]))
-        elif char == "{":
-            end = segment.find("}", i + 1)
-            if end != -1:
-                options = segment[i + 1 : end].split(",")
-                out.append("(?:" + "|".join(_segment_regex(o) for o in options) + ")")
-        if end != -1:
-            i = end + 1
-            continue
-        out.append({"*": "[^/]*", "?": "[^/]"}.get(char) or re.escape(char))
-        i += 1
-    return "".join(out)
-
-
-def _class_regex(body: str) -> str:
-    negate = body.startswith("!")
-    chars = "".join(c if c == "-" else re.escape(c) for c in body[negate:])
-    return f"[^/{chars}]" if negate else f"[{chars}]"
-
-
-def walk(
-    root: Path, stop: threading.Event, max_depth: int | None = None
-) -> Iterator[tuple[str, bool]]:
-    """(path relative to `root` with '/' separators, is a directory) for what lies under
-    `root`, skipping SKIP_DIRS and not following directory symlinks."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        if stop.is_set():
-            return
-        rel = os.path.relpath(dirpath, root)
-        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        yield from ((prefix + d, True) for d in dirnames)
-        yield from ((prefix + f, False) for f in filenames)
-        depth = prefix.count("/")
-        if max_depth is not None and depth + 1 >= max_depth:
-            dirnames[:] = []
-
-
-def find_matches(root: Path, segments: list[str], stop: threading.Event) -> tuple[list[str], int]:
-    """Up to GLOB_MAX_COLLECTED matching paths under `root` (directories end with '/'), and
-    how many matched in all."""
-    regex = pattern_regex(segments)
-    depth = None if any("**" in s for s in segments) else len(segments)
-    found: list[str] = []
-    total = 0
-    for rel, is_dir in walk(root, stop, depth):
-        if regex.fullmatch(rel):
-            total += 1
-            if len(found) < GLOB_MAX_COLLECTED:
-                found.append(rel + "/" if is_dir else rel)
-    return found, total
-
+MAX_SKIPPED_NAMED = 5
 
 # -- glob --------------------------------------------------------------------------------------
 
@@ -166,8 +80,14 @@ async def _glob(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if not root.is_dir():
         raise ToolFailure(f"Directory not found: {root}")
     found, total = await in_thread(lambda stop: find_matches(root, segments, stop))
-    shown = sorted(_shown_match(root, rel, ctx) for rel in found)
+    shown = await in_thread(lambda stop: _listed(root, found, ctx))
     return _glob_outcome(shown, total, str(args["pattern"]), root, ctx)
+
+
+def _listed(root: Path, found: list[str], ctx: ToolContext) -> list[str]:
+    """The first GLOB_MAX_SHOWN matches, by shown path; links out of the project say so."""
+    shown = sorted((_shown_match(root, rel, ctx), rel) for rel in found)[:GLOB_MAX_SHOWN]
+    return [text + link_note(root / rel.rstrip("/"), ctx.roots) for text, rel in shown]
 
 
 def _shown_match(root: Path, rel: str, ctx: ToolContext) -> str:
@@ -180,7 +100,7 @@ def _glob_outcome(
     if not shown:
         text = f"No files match {pattern} under {_shown_dir(root, ctx)}."
         return ToolOutcome(text, content=[text_content(text)])
-    lines = shown[:GLOB_MAX_SHOWN]
+    lines = list(shown)
     if total > len(lines):
         lines.append(
             f"[{total} matches; only the first {len(lines)} (by path) are shown. "
@@ -200,7 +120,8 @@ GLOB = Tool(
         "`**/test_*.{py,pyi}`. `path` is the directory to search from (default: the working "
         "directory). Returns matching paths sorted by path, relative to the working "
         f"directory (directories end with '/'); at most {GLOB_MAX_SHOWN}. Skips .git, "
-        "node_modules, .venv and __pycache__."
+        "node_modules, .venv and __pycache__; does not follow directory links, and shows "
+        "where a link that leads outside the project points."
     ),
     kind="search",
     effect="read",
@@ -216,6 +137,8 @@ GLOB = Tool(
 class GrepResult:
     hits: list[tuple[Path, int, str]] = field(default_factory=list)
     cut: bool = False
+    outside: list[Path] = field(default_factory=list)  # links out of the allowed places
+    unreadable: int = 0  # files that could not be read: dangling links, loops, no permission
 
 
 def _present_grep(args: dict[str, Any], ctx: ToolContext) -> Presentation:
@@ -237,7 +160,10 @@ async def _grep(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     await ctx.permit(Permit(paths=(base,)))
     if not base.exists():
         raise ToolFailure(f"Not found: {base}")
-    result = await in_thread(lambda stop: grep_paths(base, regex, name_filter, limit, stop))
+    allowed = (*ctx.roots, base)  # the project, and where the user let the search start
+    result = await in_thread(
+        lambda stop: grep_paths(base, regex, name_filter, limit, stop, allowed)
+    )
     outcome = _grep_outcome(result, limit, str(args["pattern"]), base, ctx)
     locations = [{"path": str(p), "line": n} for p, n, _ in result.hits[:MAX_LOCATIONS]]
     return dataclasses.replace(outcome, locations=locations or None)
@@ -258,18 +184,16 @@ def _name_filter(glob: Any) -> Callable[[str], bool] | None:
     if "/" in glob:
         regex = pattern_regex([s for s in glob.split("/") if s])
         return lambda rel: regex.fullmatch(rel) is not None
-    name_regex = re.compile(_segment_regex(glob))
+    name_regex = re.compile(segment_regex(glob))
     return lambda rel: name_regex.fullmatch(rel.rsplit("/", 1)[-1]) is not None
 
 
 def searchable_text(path: Path) -> str | None:
-    """The file's text, or None for a file grep skips: unreadable, binary or too big."""
-    try:
-        if path.stat().st_size > GREP_MAX_FILE_BYTES:
-            return None
-        data = path.read_bytes()
-    except OSError:
+    """The file's text, or None for a file grep skips as binary or too big. OSError when it
+    cannot be read."""
+    if path.stat().st_size > GREP_MAX_FILE_BYTES:
         return None
+    data = path.read_bytes()
     if b"\0" in data[:BINARY_SNIFF_BYTES]:
         return None
     # Lines are matched without their CR, so `foo$` finds `foo` in a CRLF file too.
@@ -282,16 +206,19 @@ def grep_paths(
     name_filter: Callable[[str], bool] | None,
     limit: int,
     stop: threading.Event,
+    allowed: tuple[Path, ...],
 ) -> GrepResult:
-    """Matching lines under `base` (a file or a directory), at most `limit` of them."""
+    """Matching lines under `base` (a file or a directory), at most `limit` of them. A linked
+    file is read only when it leads inside `allowed`."""
     result = GrepResult()
     prefilter = _prefilter(regex)
     for path in _files(base, name_filter, stop):
         if stop.is_set():
             break
-        text = searchable_text(path)
-        if text is None and path == base:
-            raise ToolFailure(f"{base} is binary or larger than 2 MiB; grep does not search it.")
+        if path.is_symlink() and not inside_roots(path, allowed):
+            result.outside.append(path)
+            continue
+        text = _text_or_skip(path, base, result)
         if text is None or (prefilter and not prefilter.search(text)):
             continue
         for number, line in enumerate(text.split("\n"), 1):
@@ -301,6 +228,21 @@ def grep_paths(
                     return result
                 result.hits.append((path, number, line))
     return result
+
+
+def _text_or_skip(path: Path, base: Path, result: GrepResult) -> str | None:
+    """The text to search, or None (counted when unreadable); a ToolFailure when `base` itself,
+    a single file, cannot be searched."""
+    try:
+        text = searchable_text(path)
+    except OSError as exc:
+        if path == base:
+            raise ToolFailure(f"Cannot read {base}: {exc.strerror or exc}") from exc
+        result.unreadable += 1
+        return None
+    if text is None and path == base:
+        raise ToolFailure(f"{base} is binary or larger than 2 MiB; grep does not search it.")
+    return text
 
 
 def _prefilter(regex: re.Pattern[str]) -> re.Pattern[str] | None:
@@ -325,8 +267,9 @@ def _files(
 def _grep_outcome(
     result: GrepResult, limit: int, pattern: str, base: Path, ctx: ToolContext
 ) -> ToolOutcome:
+    notes = _skip_notes(result, ctx)
     if not result.hits:
-        text = f"No matches for `{pattern}` in {_shown_dir(base, ctx)}."
+        text = "\n".join([f"No matches for `{pattern}` in {_shown_dir(base, ctx)}.", *notes])
         return ToolOutcome(text, content=[text_content(text)])
     lines = [f"{shown_path(p, ctx)}:{n}: {_cut_line(t)}" for p, n, t in result.hits]
     if result.cut:
@@ -334,11 +277,32 @@ def _grep_outcome(
             f"[Stopped after {limit} matches; there are more. Narrow the search with path, "
             "glob or a more specific pattern, or raise max_results.]"
         )
-    text = "\n".join(lines)
+    text = "\n".join(lines + notes)
     return ToolOutcome(
         clip(text, MODEL_MAX_CHARS, "matches"),
         content=[text_content(clip(text, SHOW_MAX_CHARS, "matches"))],
     )
+
+
+def _skip_notes(result: GrepResult, ctx: ToolContext) -> list[str]:
+    """What the search left out and why, so a missing match is never a silent one."""
+    notes = []
+    if result.outside:
+        count = len(result.outside)
+        names = ", ".join(shown_path(p, ctx) for p in result.outside[:MAX_SKIPPED_NAMED])
+        more = ", …" if count > MAX_SKIPPED_NAMED else ""
+        what = "1 file is a link" if count == 1 else f"{count} files are links"
+        notes.append(
+            f"[Not searched: {what} to outside the project ({names}{more}). read_file can "
+            "open one; it asks the user first.]"
+        )
+    if result.unreadable:
+        what = "1 file" if result.unreadable == 1 else f"{result.unreadable} files"
+        notes.append(
+            f"[Not searched: {what} could not be read (a broken link, a link loop or no "
+            "permission).]"
+        )
+    return notes
 
 
 def _cut_line(line: str) -> str:
@@ -353,7 +317,8 @@ GREP = Tool(
         "`*.py`, or `src/**/*.ts` to match the path). Prints `path:line: text` for each "
         f"matching line, paths relative to the working directory, at most `max_results` "
         f"(default {GREP_DEFAULT_RESULTS}). Skips binary files, files over 2 MiB, .git, "
-        "node_modules, .venv and __pycache__."
+        "node_modules, .venv and __pycache__, and does not follow links out of the project "
+        "(it says which it skipped)."
     ),
     kind="search",
     effect="read",

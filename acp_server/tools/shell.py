@@ -7,6 +7,12 @@ print banners into the output. A command never outlives its call: on a timeout o
 editor terminal is killed and released, and a local command runs in a process group of its own
 (see `procgroup`) which is stopped as a whole, so `server &` or a pipeline cannot leave
 processes behind.
+
+Commands never get the agent's API keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, any variable a
+backend reads its key from, any variable holding a known key): `env` would show them to the
+model. A local command's environment simply lacks them. An editor terminal inherits the
+editor's environment, and ACP's terminal/create can only set variables, not remove them, so
+there they are set to the empty string.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from acp_server import redaction
 from acp_server.clientapi import ClientApi
 from acp_server.markdown import fence, inline_code
 from acp_server.tools.base import (
@@ -129,6 +136,7 @@ async def _create_terminal(client: ClientApi, command: str, cwd: Path) -> str:
     """terminal/create. If the call is cancelled while the editor creates the terminal, the
     terminal is still released once its id arrives."""
     env = [{"name": name, "value": value} for name, value in NO_PAGER.items()]
+    env += [{"name": name, "value": ""} for name in sorted(redaction.key_variables())]
     task = asyncio.ensure_future(
         client.create_terminal(SHELL, ["-c", command], str(cwd), OUTPUT_BYTE_LIMIT, env)
     )
@@ -173,8 +181,9 @@ async def _local(command: str, cwd: Path, timeout: float) -> ToolOutcome:
 
 
 def _environment() -> dict[str, str]:
-    """Ours, with pagers and terminal features off so nothing waits for a keypress."""
-    return {**os.environ, **NO_PAGER, "TERM": "dumb"}
+    """Ours without the agent's keys, with pagers and terminal features off so nothing waits
+    for a keypress."""
+    return {**redaction.command_environment(os.environ), **NO_PAGER, "TERM": "dumb"}
 
 
 # --- reporting --------------------------------------------------------------------------------

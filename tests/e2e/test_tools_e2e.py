@@ -4,6 +4,7 @@ terminal (work goes through the editor), once with a client that advertises neit
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -312,3 +313,48 @@ async def test_reading_outside_the_project_always_asks(
     for update in final_updates(frames).values():
         assert update["status"] == "failed"
         assert "top secret" not in str(update)
+
+
+@pytest.mark.parametrize("through_editor", [True, False], ids=["editor-fs", "local"])
+async def test_searching_never_reads_through_a_link_out_of_the_project(
+    server_factory: Start, script: Any, tmp_path: Path, through_editor: bool
+) -> None:
+    """grep skips (and names) a linked file that leads outside; glob and list_directory show
+    where it leads; read_file on the same link asks, as reading outside always does."""
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("token TOPSECRET\n", encoding="utf-8")
+    (project / "notes.txt").write_text("token here\n", encoding="utf-8")
+    (project / "leak.txt").symlink_to(outside / "secret.txt")
+    (project / "outdir").symlink_to(outside)
+    rounds = [
+        call("grep", pattern="token"),
+        call("grep", pattern="token", path="outdir"),
+        call("glob", pattern="**/*.txt"),
+        call("list_directory"),
+        call("read_file", path="leak.txt"),
+        {"text": "ok"},
+    ]
+    editor = FakeEditor(fs=through_editor, terminal=False, choose=lambda params: "reject_once")
+    server = await server_factory("--script", str(script(rounds)), env=_data_env(tmp_path))
+    session = await open_session(server, editor, project, mode="bypass")
+    stop, frames = await run_prompt(server, session)
+    assert stop == "end_turn"
+    assert "TOPSECRET" not in json.dumps(frames)
+    finals = final_updates(frames)
+    ids = [u["toolCallId"] for u in updates_of(frames) if u["sessionUpdate"] == "tool_call"]
+    texts = [_text(finals[i]) for i in ids]
+    assert texts[0].startswith("notes.txt:1: token here\n[Not searched: 1 file is a link")
+    assert "(leak.txt)" in texts[0]
+    asked = [r["toolCall"]["toolCallId"] for r in editor.permission_requests]
+    assert asked == [ids[1], ids[4]]  # grep inside the linked directory, and read_file
+    assert [finals[i]["status"] for i in (ids[1], ids[4])] == ["failed", "failed"]
+    link_note = f"-> {outside / 'secret.txt'} (outside the project; reading it asks the user)"
+    assert f"leak.txt {link_note}" in texts[2].splitlines()
+    assert f"leak.txt {link_note}" in texts[3].splitlines()
+    assert editor.reads == []
+
+
+def _text(update: dict[str, Any]) -> str:
+    return str(update["content"][0]["content"]["text"])

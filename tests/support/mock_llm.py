@@ -15,7 +15,7 @@ A scripted response is a dialect-neutral dict; the endpoint that receives it pic
     tool_calls [{id, name, arguments: dict | raw str}], parallel, ollama_ids,
     finish ("stop" | "length" | "tool_calls" | "content_filter"),
     usage {prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens} | None,
-    chunk_words, delay_ms, chunked,
+    chunk_words, delay_ms, chunked, headers (extra response headers, e.g. one echoing a key),
     fault: status | html | cut | error_frame | slow_first_byte | stall | empty_stream |
            repeat_ids | reject_null_content | reject_stream_options | inline_tool_call
     fault parameters: status, retry_after, body, after (frames sent before a cut, a stall
@@ -487,6 +487,7 @@ class _Out:
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
         self.chunked = False
+        self.extra: dict[str, str] = {}  # headers every response of this exchange carries
 
     async def head(
         self,
@@ -505,7 +506,8 @@ class _Out:
             lines.append(f"Content-Length: {length}")
         elif self.chunked:
             lines.append("Transfer-Encoding: chunked")
-        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        extra = {**self.extra, **(headers or {})}
+        lines += [f"{name}: {value}" for name, value in extra.items()]
         self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
         await self.writer.drain()
 
@@ -729,6 +731,7 @@ class MockLLM:
             message = "Unrecognized request argument supplied: stream_options"
             await out.whole(400, _error_body(dialect, 400, message))
             return
+        out.extra = dict(resp.get("headers") or {})
         fault = resp.get("fault")
         if fault == "reject_null_content" and any(
             isinstance(m, dict) and "content" in m and m["content"] is None

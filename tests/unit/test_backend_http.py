@@ -317,3 +317,28 @@ def test_sse_parser_is_usable_line_by_line() -> None:
     assert parser.feed("") == SseEvent("one")
     assert parser.feed("") is None  # a blank line with nothing pending dispatches nothing
     assert parser.end() is None
+
+
+# ----- secrets ----------------------------------------------------------------------------------
+
+
+async def test_a_server_that_echoes_the_key_never_gets_it_shown() -> None:
+    """The key the request carried is redacted from the error people read (and the body)."""
+    key = "sk-echo-" + "7" * 24
+
+    async def echo(request: httpx.Request) -> httpx.Response:
+        sent = request.headers["authorization"]
+        return httpx.Response(401, json={"error": {"message": f"Bad key: {sent}"}})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(Replies(echo))) as client:
+        request = client.build_request("POST", URL, headers={"Authorization": f"Bearer {key}"})
+        with pytest.raises(BackendError) as caught:
+            await send(client, request, api_key_env="TEST_KEY")
+    assert key not in caught.value.message and key not in caught.value.body
+    assert "Bad key: Bearer [redacted]" in caught.value.message
+
+
+def test_an_error_frame_with_a_key_is_redacted() -> None:
+    failure = error_from_payload({"error": {"message": "denied for x-api-key: sk-ant-12345678"}})
+    assert failure is not None
+    assert failure.message == "The model server reported an error: denied for x-api-key: [redacted]"

@@ -398,3 +398,38 @@ async def test_edit_tools_ask_to_read_before_reading(tmp_path: Path) -> None:
     await h.run(WRITE_FILE, path="a.txt", content="y\n")
     await h.run(EDIT_FILE, path="a.txt", edits=[{"old_text": "y", "new_text": "z"}])
     assert [p.paths for p in h.read_probes] == [(target,), (target,)]
+
+
+# -- links -------------------------------------------------------------------------------------
+
+
+async def test_list_marks_links_that_lead_out_of_the_project(tmp_path: Path) -> None:
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOPSECRET")
+    (project / "leak.txt").symlink_to(outside / "secret.txt")
+    (project / "outdir").symlink_to(outside)
+    (project / "dangling").symlink_to(project / "gone")
+    (project / "inner").symlink_to(project / "leak.txt")  # inside, but leads out in the end
+    (project / "plain.txt").write_text("")
+    out = await Harness(project).run(LIST_DIRECTORY)
+    secret = outside / "secret.txt"
+    assert out.text.splitlines() == [
+        f"dangling -> {project / 'gone'} (broken link)",
+        f"inner -> {secret} (outside the project; reading it asks the user)",
+        f"leak.txt -> {secret} (outside the project; reading it asks the user)",
+        f"outdir/ -> {outside} (outside the project; reading it asks the user)",
+        "plain.txt",
+    ]
+
+
+async def test_write_through_a_link_keeps_the_link(h: Harness) -> None:
+    (h.cwd / "real.txt").write_text("old\n")
+    (h.cwd / "alias.txt").symlink_to(h.cwd / "real.txt")
+    await h.run(WRITE_FILE, path="alias.txt", content="new\n")
+    assert (h.cwd / "alias.txt").is_symlink()
+    assert (h.cwd / "real.txt").read_text() == "new\n"
+    await h.run(EDIT_FILE, path="alias.txt", edits=[{"old_text": "new", "new_text": "newer"}])
+    assert (h.cwd / "alias.txt").is_symlink()
+    assert (h.cwd / "real.txt").read_text() == "newer\n"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import random
+import signal
 import time
 from pathlib import Path
 
@@ -47,3 +51,45 @@ async def test_timeout_stops_it(tmp_path: Path) -> None:
 async def test_missing_program_is_an_oserror(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         await run_in_group([str(tmp_path / "nope")], tmp_path, 5, ENV, 1024)
+
+
+def _running_with(marker: str) -> list[int]:
+    """Pids of live (not zombie) processes whose command line contains `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        state = stat[stat.rfind(b")") + 2 :].split()[0]
+        if marker.encode() in cmdline and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="scans /proc")
+async def test_a_cancel_during_the_spawn_leaves_no_grandchild(tmp_path: Path) -> None:
+    """The cancel lands while the command is still being started: asyncio then kills only the
+    shell, and `sleep` (its child, in the new process group) used to survive."""
+    marker = f"30.{random.randrange(10**8, 10**9)}"  # sleep takes fractional seconds
+    command = ["/bin/sh", "-c", f"sleep {marker}; :"]  # `; :` so the shell must fork sleep
+    for _ in range(40):
+        task = asyncio.ensure_future(run_in_group(command, tmp_path, 30, ENV, 1024))
+        for _ in range(random.randrange(10)):  # starting takes a few loop iterations
+            await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    survivors: list[int] = []
+    for _ in range(100):  # a SIGKILLed group takes a moment to be gone
+        survivors = _running_with(marker)
+        if not survivors:
+            break
+        await asyncio.sleep(0.02)
+    for pid in survivors:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert survivors == []

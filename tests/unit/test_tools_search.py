@@ -14,13 +14,8 @@ from jsonschema import Draft202012Validator
 from acp_server import schemas
 from acp_server.clientapi import NoClient
 from acp_server.tools.base import Permit, Tool, ToolContext, ToolFailure, ToolOutcome
-from acp_server.tools.search import (
-    GLOB,
-    GREP,
-    in_thread,
-    pattern_regex,
-    split_pattern,
-)
+from acp_server.tools.search import GLOB, GREP
+from acp_server.tools.walk import in_thread, pattern_regex, split_pattern
 
 
 @dataclass
@@ -259,3 +254,75 @@ def test_schema_accepts_canonical_args_and_rejects_bad_ones(name: str) -> None:
     assert validator.is_valid(good)
     assert not validator.is_valid(bad)
     assert not validator.is_valid({**good, "unknown": 1})
+
+
+# -- links that lead out of the project --------------------------------------------------------
+
+
+SECRET = "needle TOPSECRET"
+
+
+@pytest.fixture
+def linked(tmp_path: Path) -> Harness:
+    """A project with links: to a file and a directory outside it, to a file inside it, a
+    dangling one and a loop; beside the project, the outside they lead to."""
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    tree(project, {"src/a.py": "needle here\n"})
+    tree(outside, {"secret.txt": SECRET + "\n", "deep/more.txt": SECRET + "\n"})
+    (project / "leak.txt").symlink_to(outside / "secret.txt")
+    (project / "outdir").symlink_to(outside)
+    (project / "inner.txt").symlink_to(project / "src" / "a.py")
+    (project / "dangling.txt").symlink_to(project / "missing.txt")
+    (project / "loop.txt").symlink_to(project / "loop.txt")
+    return Harness(project)
+
+
+async def test_grep_skips_files_linked_from_outside_the_project_and_says_so(
+    linked: Harness,
+) -> None:
+    out = await linked.run(GREP, pattern="needle")
+    assert "TOPSECRET" not in out.text
+    lines = out.text.splitlines()
+    assert lines[:2] == ["inner.txt:1: needle here", "src/a.py:1: needle here"]
+    assert "1 file is a link to outside the project (leak.txt)" in out.text
+    assert "read_file" in out.text  # which asks the user first, like any read out there
+    assert "2 files could not be read" in out.text  # the dangling link and the loop
+    assert [p.paths for p in linked.permits] == [(linked.cwd,)]
+
+
+async def test_grep_of_a_linked_file_asks_for_its_real_place(linked: Harness) -> None:
+    out = await linked.run(GREP, pattern="needle", path="leak.txt")
+    assert linked.permits[0].paths == (linked.cwd / "leak.txt",)  # resolved by the permission
+    assert out.text == f"leak.txt:1: {SECRET}"  # the user allowed it (this harness allows all)
+
+
+async def test_grep_where_the_user_allowed_keeps_out_links_that_lead_further(
+    linked: Harness, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    tree(tmp_path / "elsewhere", {"x.txt": "needle ELSEWHERE\n"})
+    (outside / "away.txt").symlink_to(tmp_path / "elsewhere" / "x.txt")
+    out = await linked.run(GREP, pattern="needle", path=str(outside))
+    assert f"{outside}/secret.txt:1: {SECRET}" in out.text.splitlines()
+    assert "ELSEWHERE" not in out.text
+    assert f"1 file is a link to outside the project ({outside}/away.txt)" in out.text
+
+
+async def test_glob_marks_links_that_lead_out_of_the_project(linked: Harness) -> None:
+    out = await linked.run(GLOB, pattern="*")
+    outside = linked.cwd.parent / "outside"
+    assert out.text.splitlines() == [
+        "dangling.txt -> " + str(linked.cwd / "missing.txt") + " (broken link)",
+        "inner.txt",
+        f"leak.txt -> {outside / 'secret.txt'} (outside the project; reading it asks the user)",
+        "loop.txt -> " + str(linked.cwd / "loop.txt") + " (broken link)",
+        f"outdir/ -> {outside} (outside the project; reading it asks the user)",
+        "src/",
+    ]
+    deep = await linked.run(GLOB, pattern="**/*.txt")
+    assert "more.txt" not in deep.text  # a linked directory is not followed
+
+
+async def test_glob_under_a_linked_directory_asks_for_its_real_place(linked: Harness) -> None:
+    await linked.run(GLOB, pattern="outdir/**/*.txt")
+    assert linked.permits[0].paths == (linked.cwd / "outdir",)  # outside once resolved

@@ -320,8 +320,9 @@ async def test_terminal_gets_pagers_off(tmp_path: Path) -> None:
     client = TerminalClient()
     outcome = await Harness(tmp_path, client).run(command="echo $PAGER $GIT_PAGER")
     assert outcome.text == "Exit code 0\ncat cat"
-    assert client.envs == [
-        [{"name": "PAGER", "value": "cat"}, {"name": "GIT_PAGER", "value": "cat"}]
+    assert client.envs[0][:2] == [
+        {"name": "PAGER", "value": "cat"},
+        {"name": "GIT_PAGER", "value": "cat"},
     ]
 
 
@@ -424,3 +425,32 @@ def test_schema_accepts_and_rejects() -> None:
     assert schemas.problems(name, {"command": "ls", "shell": "bash"}) != []
     assert schemas.problems(name, {"command": "ls", "timeout_seconds": 5000}) != []
     assert schemas.problems(name, {}) == ["`command` is required"]
+
+
+# --- the agent's keys ------------------------------------------------------------------------
+
+KEY = "sk-test-" + "5" * 24
+
+
+async def test_commands_do_not_get_the_agents_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY + "x")
+    outcome = await Harness(tmp_path).run(command="env")
+    assert outcome.ok and "PATH=" in outcome.text
+    assert KEY not in outcome.text
+    assert "OPENAI_API_KEY" not in outcome.text and "ANTHROPIC_API_KEY" not in outcome.text
+
+
+async def test_editor_terminals_get_the_keys_blanked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A terminal inherits the editor's environment, and terminal/create can only set
+    variables: the key variables are set to empty."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)  # the fake editor's terminals inherit ours
+    client = TerminalClient()
+    outcome = await Harness(tmp_path, client).run(command="env")
+    assert KEY not in outcome.text
+    blanked = {v["name"] for v in client.envs[0] if v["value"] == ""}
+    assert {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} <= blanked

@@ -1,0 +1,93 @@
+"""Keeping the agent's API keys out of everything it shows, stores, logs or hands to commands.
+
+A model server may echo the key it was sent in an error body ("Invalid key sk-…"); an HTTP
+library's debug log prints headers; a command the model runs could print its environment.
+So:
+
+- `redact(text)` replaces every known key, and whatever follows `Bearer `, `x-api-key:`,
+  `api_key=` or `Authorization:`, with `[redacted]`. Backend errors pass through it where they
+  are made (`backends._http.BackendError`), and so does every log line (see `cli`).
+- `command_environment(env)` is `env` without the key variables, for the commands the model
+  runs; `key_variables()` names them, for editor terminals that can only set variables.
+
+A key is known when it is in one of `KEY_VARIABLES` (or a variable a backend said holds its
+key) in our environment, or when a request carried it (`remember_headers`). Values shorter
+than MIN_SECRET_CHARS are left alone: local servers take placeholders such as "ollama", and
+hiding those words would garble messages without protecting anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+KEY_VARIABLES = frozenset({"OPENAI_API_KEY", "ANTHROPIC_API_KEY"})
+MIN_SECRET_CHARS = 8
+REDACTED = "[redacted]"
+SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+_LABELLED = re.compile(
+    r"(?i)(?<![a-z0-9])(x-api-key|api[-_]?key|authorization|access[-_]?token)"
+    r"""(["']?\s*[:=]\s*["']?)(?!(?:(?:bearer|basic|token)\s+)?\[redacted\])"""
+    r"""((?:bearer|basic|token)\s+)?[^\s"',;)}\]]+"""
+)
+
+_remembered: set[str] = set()  # keys seen in requests this process sent
+_variables: set[str] = set(KEY_VARIABLES)  # where keys are configured
+
+
+def remember_variable(name: str) -> None:
+    """`name` is an environment variable that holds a model server's key."""
+    _variables.add(name)
+
+
+def remember_headers(headers: Iterable[tuple[str, str]]) -> None:
+    """Remember the secrets a request carries (its Authorization / x-api-key values)."""
+    for name, value in headers:
+        if name.lower() in SECRET_HEADERS:
+            scheme, _, token = value.strip().partition(" ")  # "Bearer <token>" or the key
+            _remember(token.strip() or scheme)
+
+
+def _remember(value: str) -> None:
+    if len(value) >= MIN_SECRET_CHARS:
+        _remembered.add(value)
+
+
+def key_variables(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The variables that hold the agent's keys: the known names, and any variable of `env`
+    (default: ours) whose value is a known key."""
+    env = os.environ if env is None else env
+    secrets = known_secrets()
+    return frozenset(_variables | {name for name, value in env.items() if value in secrets})
+
+
+def known_secrets() -> frozenset[str]:
+    """Every key this process knows of, from the key variables and from requests sent."""
+    configured = (os.environ.get(name, "") for name in _variables)
+    return frozenset(_remembered | {v for v in configured if len(v) >= MIN_SECRET_CHARS})
+
+
+def redact(text: str) -> str:
+    """`text` with every known key and every labelled credential replaced by [redacted]."""
+    for secret in sorted(known_secrets(), key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    return _LABELLED.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) or "") + REDACTED, text)
+
+
+def command_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the variables that hold the agent's keys."""
+    hidden = key_variables(env)
+    return {name: value for name, value in env.items() if name not in hidden}
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose lines (tracebacks included) go through `redact`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
