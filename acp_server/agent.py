@@ -82,7 +82,6 @@ class Turn:
     tell: Tell | None = None
     system: str = ""
     context_size: int = 0  # the model's window in tokens, for `usage_update` (0: unknown)
-    usage: list[Usage] = field(default_factory=list)
     open_calls: set[str] = field(default_factory=set)
 
 
@@ -215,7 +214,6 @@ def _bad_ending(reply: _Reply) -> str | None:
 
 
 def _report_usage(turn: Turn, usage: Usage) -> None:
-    turn.usage.append(usage)
     if turn.context_size:
         used = usage.prompt_tokens + usage.completion_tokens
         turn.emit(updates.usage(used, turn.context_size))
