@@ -57,7 +57,7 @@ def test_run_without_a_model_says_how_to_configure_one(tmp_path: Path) -> None:
 
 
 def test_run_refuses_edits_it_cannot_ask_about_unless_the_mode_allows(tmp_path: Path) -> None:
-    rounds = [
+    rounds: list[dict[str, object]] = [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}]},
         {"text": "ok"},
     ]
