@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 from acp_server import updates
 from acp_server.backends import Backend
 from acp_server.messages import (
+    Event,
     Finish,
     FinishReason,
     Message,
@@ -90,17 +91,32 @@ class Turn:
     tell: Tell | None = None
     system: str = ""
     context_size: int = 0  # the model's window in tokens, for `usage_update` (0: unknown)
-    usage: list[Usage] = field(default_factory=list)
     open_calls: set[str] = field(default_factory=set)
     failure: TurnFailure | None = None  # set when the turn ended on a failure
 
 
 @dataclass
 class _Reply:
+    """One model round as it streams in: what the user was shown, and how the round ended."""
+
+    message_id: str
+    chunks: _Chunks
+    text: list[str] = field(default_factory=list)
+    thought: list[str] = field(default_factory=list)
+    assembler: ToolCallAssembler = field(default_factory=ToolCallAssembler)
+    extra: dict[str, Any] = field(default_factory=dict)
     finish: FinishReason | None = None
     error: str | None = None
-    shown_text: bool = False
     calls: list[ToolCall] = field(default_factory=list)
+
+    @property
+    def shown_text(self) -> bool:
+        return bool(self.text)
+
+    @property
+    def said_anything(self) -> bool:
+        """False for a round cancelled before the model said anything."""
+        return bool(self.finish is not None or self.error is not None or self.text or self.thought)
 
 
 async def run_turn(turn: Turn) -> StopReason:
@@ -137,66 +153,82 @@ async def _model_round(turn: Turn) -> _Reply:
     request = ModelRequest(
         messages=tuple(turn.history), tools=turn.tools.specs(), system=turn.system
     )
-    reply = _Reply()
-    text: list[str] = []
-    thought: list[str] = []
-    assembler = ToolCallAssembler()
-    extra: dict[str, Any] = {}
     message_id = f"msg_{uuid.uuid4().hex}"
-    chunks = _Chunks(turn.emit, message_id)
+    reply = _Reply(message_id, _Chunks(turn.emit, message_id))
     try:
         async for event in turn.backend.stream(request):
-            if isinstance(event, TextDelta) and event.text:
-                text.append(event.text)
-                chunks.add("agent_message_chunk", event.text)
-            elif isinstance(event, ThoughtDelta) and event.text:
-                thought.append(event.text)
-                chunks.add("agent_thought_chunk", event.text)
-            elif isinstance(event, ToolCallDelta):
-                assembler.add(event)
-            elif isinstance(event, Usage):
-                chunks.flush()
-                turn.usage.append(event)
-                if turn.context_size:
-                    used = event.prompt_tokens + event.completion_tokens
-                    turn.emit(updates.usage(used, turn.context_size))
-            elif isinstance(event, Finish):
-                reply.finish = event.reason
+            if _relay(turn, reply, event):
                 break
-            elif isinstance(event, StreamError):
-                reply.error = event.message
-                break
-            elif isinstance(event, Notice):
-                chunks.flush()
-                _tell(turn, event.text, event.severity)
-            elif isinstance(event, PrivateData):
-                extra.update(event.data)
     finally:
-        chunks.flush()
-        if reply.finish is not None:
-            reply.calls = assembler.calls(f"call_{uuid.uuid4().hex[:8]}_")
-        if reply.finish is None and reply.error is None and not text and not thought:
-            pass  # cancelled before the model said anything: nothing to record
-        else:
-            turn.history.append(
-                Message(
-                    role="assistant",
-                    content=(TextPart("".join(text)),) if text else (),
-                    thought="".join(thought),
-                    tool_calls=tuple(reply.calls),
-                    message_id=message_id,
-                    extra=extra,
-                )
+        reply.chunks.flush()
+        _record(turn, reply)
+    if reply.error is None:
+        reply.error = _bad_ending(reply)
+    return reply
+
+
+def _relay(turn: Turn, reply: _Reply, event: Event) -> bool:
+    """Show one event to the editor and keep it in the reply; True when the round is over."""
+    match event:
+        case TextDelta(text) if text:
+            reply.text.append(text)
+            reply.chunks.add("agent_message_chunk", text)
+        case ThoughtDelta(text) if text:
+            reply.thought.append(text)
+            reply.chunks.add("agent_thought_chunk", text)
+        case ToolCallDelta():
+            reply.assembler.add(event)
+        case Usage():
+            reply.chunks.flush()
+            _report_usage(turn, event)
+        case Notice(text, severity):
+            reply.chunks.flush()
+            _tell(turn, text, severity)
+        case PrivateData(data):
+            reply.extra.update(data)
+        case Finish(reason):
+            reply.finish = reason
+            return True
+        case StreamError(message):
+            reply.error = message
+            return True
+    return False
+
+
+def _record(turn: Turn, reply: _Reply) -> None:
+    """Append the round's assistant message to history: a partial reply is kept as what the user
+    saw; a round cancelled before the model said anything leaves nothing."""
+    if reply.finish is not None:
+        reply.calls = reply.assembler.calls(f"call_{uuid.uuid4().hex[:8]}_")
+    if reply.said_anything:
+        turn.history.append(
+            Message(
+                role="assistant",
+                content=(TextPart("".join(reply.text)),) if reply.text else (),
+                thought="".join(reply.thought),
+                tool_calls=tuple(reply.calls),
+                message_id=reply.message_id,
+                extra=reply.extra,
             )
-    reply.shown_text = bool(text)
-    if reply.finish is None and reply.error is None:
-        reply.error = "The model's reply ended without saying whether it was finished."
-    if reply.finish == "length" and not text and not reply.calls:
-        reply.error = (
+        )
+
+
+def _bad_ending(reply: _Reply) -> str | None:
+    """Why a round that ended without a backend error still cannot count as an answer."""
+    if reply.finish is None:
+        return "The model's reply ended without saying whether it was finished."
+    if reply.finish == "length" and not reply.text and not reply.calls:
+        return (
             "The model ran out of output tokens while it was still thinking, before it wrote "
             "an answer. Try again, or raise the model's output token limit."
         )
-    return reply
+    return None
+
+
+def _report_usage(turn: Turn, usage: Usage) -> None:
+    if turn.context_size:
+        used = usage.prompt_tokens + usage.completion_tokens
+        turn.emit(updates.usage(used, turn.context_size))
 
 
 class _Chunks:

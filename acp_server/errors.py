@@ -7,7 +7,6 @@
     ├── InvalidParams       -32602  message names the field and the problem
     ├── InternalError       -32603
     ├── RequestCancelled    -32800  `$/cancel_request`, shutdown
-    ├── AuthRequired        -32000
     └── ResourceNotFound    -32002  unknown session, missing file
     RemoteError             an error the peer answered to one of *our* requests
     ConnectionClosed        the peer went away while we waited for an answer
@@ -54,10 +53,6 @@ class InternalError(AcpError):
 
 class RequestCancelled(AcpError):
     code = -32800
-
-
-class AuthRequired(AcpError):
-    code = -32000
 
 
 class ResourceNotFound(AcpError):

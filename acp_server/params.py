@@ -40,7 +40,7 @@ def warm_up_validation() -> None:
         try:
             schemas.validator("acp/session_prompt.json")
         except Exception:
-            log.exception("could not load the session/new schema")
+            log.exception("could not load the session/prompt schema ahead of the first prompt")
 
     threading.Thread(target=load, name="schema-warmup", daemon=True).start()
 

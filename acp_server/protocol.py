@@ -55,7 +55,6 @@ class AcpAgent:
         self.settings = settings or Settings()
         self.sessions: dict[str, Session] = {}
         self.client_capabilities: dict[str, Any] = {}
-        self.client_info: dict[str, Any] = {}
         self.conn: Connection | None = None
         self._store: Store | None = None
         self._store_failed = False
@@ -84,8 +83,6 @@ class AcpAgent:
         check("initialize", "acp/initialize.json", params)
         caps = params.get("clientCapabilities")
         self.client_capabilities = caps if isinstance(caps, dict) else {}
-        info = params.get("clientInfo")
-        self.client_info = info if isinstance(info, dict) else {}
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {

@@ -1,10 +1,12 @@
 """The durable session store: SQLite in WAL mode, one append per history event.
 
-Every session is a row in `sessions` and an ordered log in `events`. An event is either a
-history message (what the model will see again) or updates that were shown to the editor (what
-`session/load` replays). Each append is its own transaction, made on one writer thread so the
-event loop never waits on the disk; `flush()` waits until everything queued is committed, and
-the session calls it before answering a prompt, so whatever the client was told is on disk.
+Every session is a row in `sessions` and an ordered log in `events`. An event is a history
+message (what the model will see again, "message"), updates that were shown to the editor (what
+`session/load` replays, "shown"), the end of a turn ("turn") or a cut of the history back to a
+length ("truncate", after a refusal); `transcript.py` writes and reads them. Each append is its
+own transaction, made on one writer thread so the event loop never waits on the disk; `flush()`
+waits until everything queued is committed, and the session calls it before answering a prompt,
+so whatever the client was told is on disk.
 
 Schema changes are named, ordered migrations; `PRAGMA user_version` says how many ran.
 Images are stored once, by content hash, in `blobs`.
@@ -79,7 +81,7 @@ class SessionRow:
 @dataclass(frozen=True)
 class Event:
     seq: int
-    kind: str  # "message" | "shown"
+    kind: str  # "message" | "shown" | "turn" | "truncate"
     body: Any
 
 

@@ -5,7 +5,8 @@ Two things are recorded, in one ordered log per session (see `store.py`):
 - "shown": the updates the editor was shown, merged per message (a streamed reply becomes one
   chunk with the reply's `messageId`; a tool call becomes its `tool_call` plus one final
   `tool_call_update` with the diff or output). Notices are live-only and not kept.
-"turn" events mark a prompt's answer, so a turn cut short by a crash can be recognized.
+"turn" events mark a prompt's answer, so a turn cut short by a crash can be recognized;
+"truncate" events cut the history back (a refused prompt and its reply leave it).
 
 `restore()` replays the shown updates in order and rebuilds the history, repairing an
 interrupted last turn: tool calls without a result get an "interrupted" result, and a user

@@ -2,7 +2,7 @@
 
 Run: python benchmarks/relay.py [--runs N] [--sizes 2000,20000]
 
-The mock LLM (tests/support/mock_llm.py) runs in this process, on its own thread and event loop,
+The mock LLM (tests/support/mock_llm/) runs in this process, on its own thread and event loop,
 and streams one OpenAI-compatible reply of N one-word deltas. A real `acp-server --model
 openai:mock-model` subprocess (OPENAI_BASE_URL pointing at the mock) relays it to us over stdio;
 we time session/prompt sent -> stopReason received. In the same run, a bare httpx streaming read
@@ -39,8 +39,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # The mock LLM is test support code: the repository root must be importable.
-from tests.support import mock_llm
 from tests.support.mock_llm import MockLLM
+from tests.support.mock_llm.http_io import ResponseWriter
 
 T = TypeVar("T")
 TARGET_MS = 150.0
@@ -215,7 +215,7 @@ class BareReader:
         await self.proc.wait()
 
 
-class StampedOut(mock_llm._Out):
+class StampedOut(ResponseWriter):
     """The mock's response writer, noting when each frame left (while `sent` is a list)."""
 
     sent: list[tuple[float, bytes]] | None = None
@@ -226,7 +226,7 @@ class StampedOut(mock_llm._Out):
             StampedOut.sent.append((time.perf_counter(), data))
 
 
-mock_llm._Out = StampedOut  # type: ignore[misc]  # benchmark-only instrumentation
+MockLLM.response_writer = StampedOut  # benchmark-only instrumentation
 
 
 async def promptness(editor: Editor, mock: MockThread, session: str) -> tuple[float, float, int]:

@@ -2,7 +2,8 @@
 scripts for ACP clients. Public interface, documented in the README ("Scripted backend") and in
 `schemas/script.schema.json`.
 
-The script is a JSON array of rounds, or JSONL with one round per line. Each model request
+The script is a JSON array of rounds, or JSONL with one round per line (or, for in-process tests,
+the same rounds as a list: `ScriptedBackend.from_rounds`). Each model request
 consumes the next round, across turns and sessions of one server process. A round may stream a
 `thought`, then `text`, then ask for `tool_calls`, report `usage`, and end with `finish` (or with
 an `error`). When the script runs out, each further request answers with a short notice.
@@ -59,10 +60,15 @@ def load_script(path: Path) -> list[dict[str, Any]]:
             rounds = [json.loads(line) for line in text.splitlines() if line.strip()]
     except ValueError as exc:
         raise ScriptError(f"The script {path} is not valid JSON or JSONL: {exc}.") from exc
+    return check_rounds(rounds, f"The script {path}")
+
+
+def check_rounds(rounds: Any, name: str) -> list[dict[str, Any]]:
+    """`rounds` if they follow `script.schema.json`; else a ScriptError naming the first problem."""
     found = schemas.problems("script.schema.json", rounds)
     if found:
         detail = found[0].replace("`[", "`round [", 1)
-        raise ScriptError(f"The script {path} is malformed: {detail}.")
+        raise ScriptError(f"{name} is malformed: {detail}.")
     result: list[dict[str, Any]] = rounds
     return result
 
@@ -77,7 +83,8 @@ def chunks(text: str, size: int | None) -> Iterator[str]:
 
 
 class ScriptedBackend:
-    """Plays rounds from a script file; records every request it was sent."""
+    """Plays rounds from a script file (read at the first request) or from a list of rounds;
+    records every request it was sent."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -87,6 +94,13 @@ class ScriptedBackend:
         # Tool-call ids the script leaves out are made unique per process run: ACP wants
         # them unique within a session, and a session outlives the process.
         self._run = secrets.token_hex(3)
+
+    @classmethod
+    def from_rounds(cls, rounds: list[dict[str, Any]]) -> ScriptedBackend:
+        """A backend playing `rounds` (the script file's schema, checked now): no file needed."""
+        backend = cls(Path("rounds"))  # names the label only: no file is ever read
+        backend._rounds = check_rounds(list(rounds), "The list of script rounds")
+        return backend
 
     @property
     def label(self) -> str:

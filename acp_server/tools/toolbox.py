@@ -29,8 +29,6 @@ from acp_server.tools.base import (
 
 log = logging.getLogger(__name__)
 
-OPTION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always")
-
 
 class Toolbox:
     def __init__(

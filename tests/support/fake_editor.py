@@ -144,3 +144,64 @@ class FakeEditor:
             await self.kill({"terminalId": terminal_id})
         for pump in self._pumps:
             pump.cancel()
+
+
+class InProcessClient:
+    """A FakeEditor as the `ClientApi` of an in-process session or turn: the same answers as
+    over the wire, without one (unit tests of the loop and the tools)."""
+
+    can_notice = False
+
+    def __init__(self, editor: FakeEditor) -> None:
+        self.editor = editor
+
+    @property
+    def can_read(self) -> bool:
+        return self.editor.fs
+
+    @property
+    def can_write(self) -> bool:
+        return self.editor.fs
+
+    @property
+    def can_terminal(self) -> bool:
+        return self.editor.terminal
+
+    async def request_permission(
+        self, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        params = {"sessionId": "in-process", "toolCall": tool_call, "options": options}
+        answer = await self.editor.request_permission(params)
+        outcome: dict[str, Any] = answer["outcome"]
+        return outcome
+
+    async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
+        answer = await self.editor.read_text_file({"path": path, "line": line, "limit": limit})
+        return str(answer["content"])
+
+    async def write_text_file(self, path: str, content: str) -> None:
+        await self.editor.write_text_file({"path": path, "content": content})
+
+    async def create_terminal(
+        self,
+        command: str,
+        args: list[str],
+        cwd: str,
+        output_byte_limit: int,
+        env: list[dict[str, str]],
+    ) -> str:
+        params = {"command": command, "args": args, "cwd": cwd, "env": env}
+        answer = await self.editor.create_terminal(params)
+        return str(answer["terminalId"])
+
+    async def terminal_output(self, terminal_id: str) -> dict[str, Any]:
+        return await self.editor.terminal_output({"terminalId": terminal_id})
+
+    async def wait_for_terminal_exit(self, terminal_id: str) -> dict[str, Any]:
+        return await self.editor.wait_for_exit({"terminalId": terminal_id})
+
+    async def kill_terminal(self, terminal_id: str) -> None:
+        await self.editor.kill({"terminalId": terminal_id})
+
+    async def release_terminal(self, terminal_id: str) -> None:
+        await self.editor.release({"terminalId": terminal_id})

@@ -83,7 +83,8 @@ class RawServer:
                 "id": frame["id"],
                 "error": {"code": -32603, "message": str(exc)},
             }
-        if self.proc.returncode is None and not self.proc.stdin.is_closing():  # type: ignore[union-attr]
+        stdin = self.proc.stdin
+        if self.proc.returncode is None and stdin is not None and not stdin.is_closing():
             await self.send(reply)
 
     async def send_raw(self, data: bytes) -> None:

@@ -14,6 +14,7 @@ from acp_server.backends.anthropic import AnthropicBackend, known_window
 from acp_server.messages import (
     Event,
     Finish,
+    FinishReason,
     ImagePart,
     Message,
     ModelRequest,
@@ -415,10 +416,10 @@ async def test_a_tool_input_given_whole_at_the_block_start(make: Any) -> None:
         (None, "stop"),
     ],
 )
-async def test_stop_reasons(make: Any, wire: str | None, neutral: str) -> None:
+async def test_stop_reasons(make: Any, wire: str | None, neutral: FinishReason) -> None:
     events = [start(), {"type": "ping"}, *text_block(0, "x"), *end(wire)]
     got = await collect(make("https://api.test", transport=sse_reply(*events)))
-    assert got[-2:] == [Usage(10, 5, 0), Finish(neutral)]  # type: ignore[arg-type]
+    assert got[-2:] == [Usage(10, 5, 0), Finish(neutral)]
 
 
 async def test_a_reasoning_only_reply_cut_by_length(llm: MockLLM, make: Any) -> None:

@@ -14,6 +14,7 @@ from acp_server.backends.ollama import DEFAULT_NUM_CTX, OllamaBackend
 from acp_server.messages import (
     Event,
     Finish,
+    FinishReason,
     ImagePart,
     Message,
     ModelRequest,
@@ -207,10 +208,10 @@ async def test_a_reasoning_only_reply_cut_by_length(llm: MockLLM, make: Any) -> 
     ("reason", "neutral"),
     [("stop", "stop"), ("length", "length"), ("unload", "stop"), ("", "stop")],
 )
-async def test_done_reasons(make: Any, reason: str, neutral: str) -> None:
+async def test_done_reasons(make: Any, reason: str, neutral: FinishReason) -> None:
     line = {"message": {"role": "assistant", "content": "x"}, "done": False}
     backend = make("http://ollama.test", transport=transport(line, done(reason)))
-    assert (await collect(backend))[-1] == Finish(neutral)  # type: ignore[arg-type]
+    assert (await collect(backend))[-1] == Finish(neutral)
 
 
 async def test_tool_call_markup_in_the_text_is_recovered(llm: MockLLM, make: Any) -> None:

@@ -14,6 +14,7 @@ from acp_server.backends.openai import OpenAIBackend
 from acp_server.messages import (
     Event,
     Finish,
+    FinishReason,
     ImagePart,
     Message,
     ModelRequest,
@@ -260,9 +261,9 @@ async def test_a_new_id_at_a_used_index_is_a_new_call(backend: Any) -> None:
         ("something_new", "stop"),
     ],
 )
-async def test_finish_reasons(backend: Any, wire: str, neutral: str) -> None:
+async def test_finish_reasons(backend: Any, wire: str, neutral: FinishReason) -> None:
     b, _ = backend(sse(delta(content="x"), finish(wire)))
-    assert (await collect(b))[-1] == Finish(neutral)  # type: ignore[arg-type]
+    assert (await collect(b))[-1] == Finish(neutral)
 
 
 async def test_a_reasoning_only_reply_cut_by_length(backend: Any) -> None:

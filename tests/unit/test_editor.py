@@ -19,6 +19,7 @@ class RecordingConnection:
 
 
 def editor(conn: RecordingConnection) -> Editor:
+    # Editor is typed with the real Connection; this stand-in has the one method it calls.
     return Editor(conn, "sess-1", {"terminal": True})  # type: ignore[arg-type]
 
 

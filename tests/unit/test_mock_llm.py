@@ -68,7 +68,9 @@ async def post(
 # --- OpenAI-compatible --------------------------------------------------------------------
 
 
-async def test_openai_stream_text_thought_and_usage(llm: MockLLM, client: httpx.AsyncClient):
+async def test_openai_stream_text_thought_and_usage(
+    llm: MockLLM, client: httpx.AsyncClient
+) -> None:
     llm.queue(
         {
             "thought": "let me think",
@@ -97,7 +99,7 @@ async def test_openai_stream_text_thought_and_usage(llm: MockLLM, client: httpx.
 
 async def test_openai_usage_only_when_asked_and_reasoning_field(
     llm: MockLLM, client: httpx.AsyncClient
-):
+) -> None:
     llm.queue({"thought": "hmm", "text": "ok", "reasoning_field": "reasoning"})
     chunks, done = openai_chunks((await post(client, llm, OPENAI, {"stream": True})).text)
     assert done
@@ -107,7 +109,7 @@ async def test_openai_usage_only_when_asked_and_reasoning_field(
     assert not any("reasoning_content" in d for d in ds)
 
 
-async def test_openai_tool_calls_stream(llm: MockLLM, client: httpx.AsyncClient):
+async def test_openai_tool_calls_stream(llm: MockLLM, client: httpx.AsyncClient) -> None:
     args = {"path": "src/main.py", "limit": 40}
     llm.queue({"tool_calls": [{"id": "call_1", "name": "read_file", "arguments": args}]})
     chunks, _ = openai_chunks((await post(client, llm, OPENAI, {"stream": True})).text)
@@ -124,7 +126,7 @@ async def test_openai_tool_calls_stream(llm: MockLLM, client: httpx.AsyncClient)
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
-async def test_openai_parallel_calls_interleave(llm: MockLLM, client: httpx.AsyncClient):
+async def test_openai_parallel_calls_interleave(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue(
         {
             "parallel": True,
@@ -143,7 +145,7 @@ async def test_openai_parallel_calls_interleave(llm: MockLLM, client: httpx.Asyn
         assert json.loads(text) == expected
 
 
-async def test_openai_repeat_ids(llm: MockLLM, client: httpx.AsyncClient):
+async def test_openai_repeat_ids(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue(
         {"fault": "repeat_ids", "tool_calls": [{"id": "c9", "name": "ls", "arguments": {"a": 1}}]}
     )
@@ -153,7 +155,7 @@ async def test_openai_repeat_ids(llm: MockLLM, client: httpx.AsyncClient):
     assert all(c["id"] == "c9" and c["function"]["name"] == "ls" for c in calls)
 
 
-async def test_openai_non_stream(llm: MockLLM, client: httpx.AsyncClient):
+async def test_openai_non_stream(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue(
         {
             "thought": "t",
@@ -175,7 +177,7 @@ async def test_openai_non_stream(llm: MockLLM, client: httpx.AsyncClient):
     assert body["usage"]["total_tokens"] == 7
 
 
-async def test_chunk_words_and_delay(llm: MockLLM, client: httpx.AsyncClient):
+async def test_chunk_words_and_delay(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"text": "a b c d e", "chunk_words": 2, "delay_ms": 20})
     start = time.monotonic()
     chunks, _ = openai_chunks((await post(client, llm, OPENAI, {"stream": True})).text)
@@ -183,7 +185,7 @@ async def test_chunk_words_and_delay(llm: MockLLM, client: httpx.AsyncClient):
     assert [d["content"] for d in deltas(chunks) if d.get("content")] == ["a b", " c d", " e"]
 
 
-async def test_deltas_arrive_one_by_one(llm: MockLLM, client: httpx.AsyncClient):
+async def test_deltas_arrive_one_by_one(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"text": "one two", "delay_ms": 80})
     arrivals: dict[str, float] = {}
     async with client.stream(
@@ -201,7 +203,7 @@ async def test_deltas_arrive_one_by_one(llm: MockLLM, client: httpx.AsyncClient)
 # --- Anthropic ----------------------------------------------------------------------------
 
 
-async def test_anthropic_stream(llm: MockLLM, client: httpx.AsyncClient):
+async def test_anthropic_stream(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue(
         {
             "thought": "plan it",
@@ -252,7 +254,7 @@ async def test_anthropic_stream(llm: MockLLM, client: httpx.AsyncClient):
 )
 async def test_finish_mapping(
     llm: MockLLM, client: httpx.AsyncClient, finish: str, openai: str, anthropic: str, ollama: str
-):
+) -> None:
     llm.queue(*[{"text": "x", "finish": finish}] * 3)
     chunks, _ = openai_chunks((await post(client, llm, OPENAI, {"stream": True})).text)
     assert chunks[-1]["choices"][0]["finish_reason"] == openai
@@ -262,7 +264,7 @@ async def test_finish_mapping(
     assert json.loads(lines[-1])["done_reason"] == ollama
 
 
-async def test_anthropic_non_stream(llm: MockLLM, client: httpx.AsyncClient):
+async def test_anthropic_non_stream(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue(
         {"thought": "t", "text": "hi", "tool_calls": [{"id": "t1", "name": "ls", "arguments": {}}]}
     )
@@ -276,7 +278,7 @@ async def test_anthropic_non_stream(llm: MockLLM, client: httpx.AsyncClient):
 # --- Ollama -------------------------------------------------------------------------------
 
 
-async def test_ollama_stream(llm: MockLLM, client: httpx.AsyncClient):
+async def test_ollama_stream(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue(
         {
             "thought": "hmm ok",
@@ -300,7 +302,7 @@ async def test_ollama_stream(llm: MockLLM, client: httpx.AsyncClient):
     assert final["prompt_eval_count"] == 33 and final["eval_count"] == 4
 
 
-async def test_ollama_non_stream(llm: MockLLM, client: httpx.AsyncClient):
+async def test_ollama_non_stream(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"text": "a b", "finish": "length", "usage": None})
     body = (await post(client, llm, OLLAMA, {"stream": False})).json()
     assert body["message"]["content"] == "a b"
@@ -311,7 +313,7 @@ async def test_ollama_non_stream(llm: MockLLM, client: httpx.AsyncClient):
 # --- queue, recording, discovery ----------------------------------------------------------
 
 
-async def test_empty_queue_and_recording(llm: MockLLM, client: httpx.AsyncClient):
+async def test_empty_queue_and_recording(llm: MockLLM, client: httpx.AsyncClient) -> None:
     r = await client.post(
         llm.url + OPENAI,
         json={"messages": USER, "stream": False},
@@ -326,7 +328,7 @@ async def test_empty_queue_and_recording(llm: MockLLM, client: httpx.AsyncClient
     assert llm.chat_requests == [rec]
 
 
-async def test_discovery(llm: MockLLM, client: httpx.AsyncClient):
+async def test_discovery(llm: MockLLM, client: httpx.AsyncClient) -> None:
     models = (await client.get(llm.url + "/v1/models")).json()
     assert models["object"] == "list"
     assert models["data"][0]["id"] == "mock-model" and "context_length" not in models["data"][0]
@@ -363,7 +365,7 @@ async def test_discovery(llm: MockLLM, client: httpx.AsyncClient):
 
 
 @pytest.mark.parametrize("path", [OPENAI, ANTHROPIC, OLLAMA])
-async def test_status_fault(llm: MockLLM, client: httpx.AsyncClient, path: str):
+async def test_status_fault(llm: MockLLM, client: httpx.AsyncClient, path: str) -> None:
     llm.queue({"fault": "status", "status": 429, "retry_after": 2}, {"text": "after"})
     r = await post(client, llm, path, {"stream": True})
     assert r.status_code == 429
@@ -378,7 +380,9 @@ async def test_status_fault(llm: MockLLM, client: httpx.AsyncClient, path: str):
     assert llm.pending == 1
 
 
-async def test_status_fault_overloaded_and_custom_body(llm: MockLLM, client: httpx.AsyncClient):
+async def test_status_fault_overloaded_and_custom_body(
+    llm: MockLLM, client: httpx.AsyncClient
+) -> None:
     llm.queue(
         {"fault": "status", "status": 529}, {"fault": "status", "status": 500, "body": "oops"}
     )
@@ -389,7 +393,7 @@ async def test_status_fault_overloaded_and_custom_body(llm: MockLLM, client: htt
     assert r.headers["content-type"].startswith("text/plain")
 
 
-async def test_html_fault(llm: MockLLM, client: httpx.AsyncClient):
+async def test_html_fault(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"fault": "html"})
     r = await post(client, llm, OPENAI, {"stream": True})
     assert r.status_code == 502
@@ -397,7 +401,7 @@ async def test_html_fault(llm: MockLLM, client: httpx.AsyncClient):
     assert r.text.lstrip().lower().startswith("<!doctype html>")
 
 
-async def test_cut_chunked_is_a_protocol_error(llm: MockLLM, client: httpx.AsyncClient):
+async def test_cut_chunked_is_a_protocol_error(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"fault": "cut", "text": "one two three four five six"})
     seen = []
     with pytest.raises(httpx.RemoteProtocolError):
@@ -416,7 +420,7 @@ async def test_cut_chunked_is_a_protocol_error(llm: MockLLM, client: httpx.Async
 )
 async def test_cut_close_delimited_is_a_clean_eof(
     llm: MockLLM, client: httpx.AsyncClient, path: str, terminator: str
-):
+) -> None:
     llm.queue({"fault": "cut", "chunked": False, "text": "one two three four five six"})
     r = await post(client, llm, path, {"stream": True})
     assert r.status_code == 200
@@ -424,13 +428,13 @@ async def test_cut_close_delimited_is_a_clean_eof(
     assert terminator not in r.text
 
 
-async def test_cut_non_stream_body_is_short(llm: MockLLM, client: httpx.AsyncClient):
+async def test_cut_non_stream_body_is_short(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"fault": "cut", "text": "a whole answer"})
     with pytest.raises(httpx.RemoteProtocolError):
         await post(client, llm, OPENAI, {"stream": False})
 
 
-async def test_error_frame_openai(llm: MockLLM, client: httpx.AsyncClient):
+async def test_error_frame_openai(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"fault": "error_frame", "message": "backend exploded"})
     r = await post(client, llm, OPENAI, {"stream": True})
     assert r.status_code == 200
@@ -448,7 +452,7 @@ async def test_error_frame_openai(llm: MockLLM, client: httpx.AsyncClient):
     ]
 
 
-async def test_error_frame_anthropic_and_ollama(llm: MockLLM, client: httpx.AsyncClient):
+async def test_error_frame_anthropic_and_ollama(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"fault": "error_frame", "after": 2, "text": "a b"}, {"fault": "error_frame"})
     events = parse_sse((await post(client, llm, ANTHROPIC, {"stream": True})).text)
     assert [n for n, _ in events] == ["message_start", "ping", "error"]
@@ -459,7 +463,7 @@ async def test_error_frame_anthropic_and_ollama(llm: MockLLM, client: httpx.Asyn
     assert [json.loads(line) for line in lines] == [{"error": ERROR_FRAME_TEXT}]
 
 
-async def test_slow_first_byte(llm: MockLLM, client: httpx.AsyncClient):
+async def test_slow_first_byte(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"fault": "slow_first_byte", "seconds": 1.0}, {"text": "fast"})
     with pytest.raises(httpx.ReadTimeout):
         await client.post(llm.url + OPENAI, json={"messages": USER, "stream": True}, timeout=0.1)
@@ -467,7 +471,7 @@ async def test_slow_first_byte(llm: MockLLM, client: httpx.AsyncClient):
     assert done and any(d.get("content") == "fast" for d in deltas(chunks))
 
 
-async def test_stall_mid_stream(llm: MockLLM, client: httpx.AsyncClient):
+async def test_stall_mid_stream(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"fault": "stall", "seconds": 1.0, "after": 2, "text": "one two three"})
     seen = []
     with pytest.raises(httpx.ReadTimeout):
@@ -484,7 +488,7 @@ async def test_stall_mid_stream(llm: MockLLM, client: httpx.AsyncClient):
     assert not any("two" in line for line in seen)
 
 
-async def test_stall_resumes(llm: MockLLM, client: httpx.AsyncClient):
+async def test_stall_resumes(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"fault": "stall", "seconds": 0.1, "after": 1, "text": "a b"})
     start = time.monotonic()
     chunks, done = openai_chunks((await post(client, llm, OPENAI, {"stream": True})).text)
@@ -492,7 +496,7 @@ async def test_stall_resumes(llm: MockLLM, client: httpx.AsyncClient):
     assert done and "".join(d.get("content", "") for d in deltas(chunks)) == "a b"
 
 
-async def test_empty_stream(llm: MockLLM, client: httpx.AsyncClient):
+async def test_empty_stream(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue({"fault": "empty_stream", "text": "never"})
     r = await post(client, llm, OPENAI, {"stream": True, "tools": []})
     assert r.status_code == 200
@@ -500,7 +504,7 @@ async def test_empty_stream(llm: MockLLM, client: httpx.AsyncClient):
     assert r.content == b""
 
 
-async def test_reject_null_content(llm: MockLLM, client: httpx.AsyncClient):
+async def test_reject_null_content(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue(
         {"fault": "reject_null_content", "text": "first"},
         {"fault": "reject_null_content", "text": "second"},
@@ -514,7 +518,9 @@ async def test_reject_null_content(llm: MockLLM, client: httpx.AsyncClient):
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "second"
 
 
-async def test_reject_stream_options_is_not_consumed(llm: MockLLM, client: httpx.AsyncClient):
+async def test_reject_stream_options_is_not_consumed(
+    llm: MockLLM, client: httpx.AsyncClient
+) -> None:
     llm.queue({"fault": "reject_stream_options", "text": "served"}, {"text": "next"})
     asked = {"stream": True, "stream_options": {"include_usage": True}}
     r = await post(client, llm, OPENAI, asked)
@@ -526,7 +532,7 @@ async def test_reject_stream_options_is_not_consumed(llm: MockLLM, client: httpx
     assert "".join(d.get("content", "") for d in deltas(chunks)) == "next"
 
 
-async def test_inline_tool_call(llm: MockLLM, client: httpx.AsyncClient):
+async def test_inline_tool_call(llm: MockLLM, client: httpx.AsyncClient) -> None:
     llm.queue(
         {
             "fault": "inline_tool_call",
@@ -549,7 +555,7 @@ async def test_inline_tool_call(llm: MockLLM, client: httpx.AsyncClient):
 # --- lifecycle ----------------------------------------------------------------------------
 
 
-async def test_close_cuts_open_streams_quickly():
+async def test_close_cuts_open_streams_quickly() -> None:
     async with running_mock_llm() as server, httpx.AsyncClient(timeout=TIMEOUT) as http:
         server.queue({"fault": "stall", "seconds": 30, "after": 1, "text": "a b"})
         async with http.stream(
@@ -565,7 +571,7 @@ async def test_close_cuts_open_streams_quickly():
                     pass
 
 
-async def test_mock_llm_class_directly():
+async def test_mock_llm_class_directly() -> None:
     server = MockLLM()
     await server.start()
     try:

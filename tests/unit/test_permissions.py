@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from acp_server.permissions import (
+    Mode,
     Permissions,
     Rule,
     RuleStore,
@@ -15,10 +16,10 @@ from acp_server.permissions import (
     decide,
     rule_for,
 )
-from acp_server.tools.base import Permit
+from acp_server.tools.base import Effect, Permit
 
 # (mode, effect, where) -> verdict, written out from the documented table (README).
-EXPECTED = {
+EXPECTED: dict[tuple[Mode, Effect, str], str] = {
     ("ask", "read", "in"): "allow",
     ("ask", "edit", "in"): "ask",
     ("ask", "execute", "in"): "ask",
@@ -55,24 +56,24 @@ def project(tmp_path: Path) -> tuple[Path, Path]:
     return root, outside
 
 
-def permit_for(effect: str, target: Path) -> Permit:
+def permit_for(effect: Effect, target: Path) -> Permit:
     if effect == "execute":
         return Permit(command="make test", cwd=target)
     return Permit(paths=(target / "file.txt",))
 
 
 @pytest.mark.parametrize(("mode", "effect", "where"), sorted(EXPECTED))
-def test_mode_table(project: tuple[Path, Path], mode: str, effect: str, where: str) -> None:
+def test_mode_table(project: tuple[Path, Path], mode: Mode, effect: Effect, where: str) -> None:
     root, outside = project
     target = root / "src" if where == "in" else outside
-    got = decide(effect, permit_for(effect, target), mode, (root,), [])  # type: ignore[arg-type]
+    got = decide(effect, permit_for(effect, target), mode, (root,), [])
     assert got.verdict == EXPECTED[(mode, effect, where)]
 
 
 def test_think_always_runs(project: tuple[Path, Path]) -> None:
     root, _ = project
     for mode in ("ask", "accept_edits", "plan", "bypass"):
-        assert decide("think", Permit(), mode, (root,), []).verdict == "allow"  # type: ignore[arg-type]
+        assert decide("think", Permit(), mode, (root,), []).verdict == "allow"
 
 
 def test_plan_refusal_explains_itself(project: tuple[Path, Path]) -> None:
@@ -82,7 +83,7 @@ def test_plan_refusal_explains_itself(project: tuple[Path, Path]) -> None:
 
 
 @pytest.mark.parametrize("mode", ["ask", "accept_edits", "plan", "bypass"])
-def test_escapes_never_run_without_asking(project: tuple[Path, Path], mode: str) -> None:
+def test_escapes_never_run_without_asking(project: tuple[Path, Path], mode: Mode) -> None:
     root, outside = project
     (root / "link").symlink_to(outside)
     sneaky = [
@@ -93,7 +94,7 @@ def test_escapes_never_run_without_asking(project: tuple[Path, Path], mode: str)
     ]
     for path in sneaky:
         for effect in ("read", "edit"):
-            verdict = decide(effect, Permit(paths=(path,)), mode, (root,), []).verdict  # type: ignore[arg-type]
+            verdict = decide(effect, Permit(paths=(path,)), mode, (root,), []).verdict
             assert verdict in ("ask", "deny"), (path, effect, mode)
 
 

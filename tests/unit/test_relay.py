@@ -21,7 +21,7 @@ from acp_server.messages import (
     Usage,
     text_message,
 )
-from acp_server.stdio import open_sink
+from acp_server.stdio import _PipeSink, open_sink
 
 # Between two events: None = none (same pass of the event loop), "yield" = the loop runs.
 YIELD = "yield"
@@ -136,13 +136,15 @@ async def test_frames_written_together_share_one_write() -> None:
     read_fd, write_fd = os.pipe()
     sink = await open_sink(write_fd)
     writes: list[bytes] = []
-    transport = sink._writer.transport  # type: ignore[union-attr]
+    assert isinstance(sink, _PipeSink)  # a pipe gets the batching sink
+    transport = sink._writer.transport
     real_write = transport.write
 
-    def counting(data: bytes) -> None:
+    def counting(data: bytes | bytearray | memoryview) -> None:
         writes.append(bytes(data))
         real_write(data)
 
+    # Counting system calls: asyncio's transport is wrapped, none of our code is replaced.
     transport.write = counting  # type: ignore[method-assign]
     for n in range(3):
         sink.write(b"frame %d\n" % n)

@@ -111,10 +111,10 @@ def mutate(value: Any, rng: random.Random) -> Any:
             out[key] = mutate(out[key], rng)
         return out
     if isinstance(value, list) and value and rng.random() < 0.7:
-        out = list(value)
-        i = rng.randrange(len(out))
-        out[i] = mutate(out[i], rng) if rng.random() < 0.6 else rng.choice(ODD_VALUES)
-        return out
+        items = list(value)
+        i = rng.randrange(len(items))
+        items[i] = mutate(items[i], rng) if rng.random() < 0.6 else rng.choice(ODD_VALUES)
+        return items
     return copy.deepcopy(rng.choice(ODD_VALUES))
 
 

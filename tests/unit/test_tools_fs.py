@@ -29,6 +29,7 @@ class MemoryEditor:
     can_read = True
     can_write = True
     can_terminal = False
+    can_notice = False
 
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files

@@ -236,7 +236,7 @@ def test_present_never_raises(h: Harness, tool: Tool, args: dict[str, Any]) -> N
     assert tool.present(args, h.context()).title
 
 
-CANONICAL = {
+CANONICAL: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "glob": ({"pattern": "**/*.py", "path": "src"}, {"pattern": ""}),
     "grep": (
         {"pattern": "TODO", "path": "src", "glob": "*.py", "ignore_case": True, "max_results": 50},

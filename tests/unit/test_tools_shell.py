@@ -82,7 +82,7 @@ class Terminal:
 class TerminalClient(NoClient):
     """Implements the terminal methods by spawning local processes, as an editor would."""
 
-    can_terminal = True  # type: ignore[assignment]
+    can_terminal = True
 
     def __init__(self) -> None:
         self.log: list[tuple[str, Any]] = []

@@ -1,0 +1,56 @@
+"""A real HTTP/1.1 mock LLM server for tests: three wire dialects, scripted replies, faults.
+
+Why a socket server and not `httpx.MockTransport`: the agent under test may be a separate
+`acp-server` process, and transport faults (a cut connection, a stalled stream, a slow first
+byte) only exist on a real socket. Stdlib asyncio only; one request per connection
+(`Connection: close`); streams are chunked unless a response says `"chunked": False`.
+
+Layout: `server` (routing, discovery, the script queue, faults), `http_io` (one request in,
+one response out), `script` (a scripted response split into pieces, the shape of a dialect),
+and one module per dialect: `openai`, `anthropic`, `ollama`.
+
+Endpoints: `POST /v1/chat/completions` (OpenAI SSE), `POST /v1/messages` (Anthropic SSE),
+`POST /api/chat` (Ollama NDJSON), and discovery: `GET /v1/models`, `GET /props` (llama.cpp),
+`POST /api/show` (Ollama). Every request is recorded in `MockLLM.requests`.
+
+A scripted response is a dialect-neutral dict; the endpoint that receives it picks the wire:
+
+    text, thought, reasoning_field ("reasoning_content" | "reasoning"), signature,
+    tool_calls [{id, name, arguments: dict | raw str}], parallel, ollama_ids,
+    finish ("stop" | "length" | "tool_calls" | "content_filter"),
+    usage {prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens} | None,
+    chunk_words, delay_ms, chunked, headers (extra response headers, e.g. one echoing a key),
+    fault: status | html | cut | error_frame | slow_first_byte | stall | empty_stream |
+           repeat_ids | reject_null_content | reject_stream_options | inline_tool_call
+    fault parameters: status, retry_after, body, after (frames sent before a cut, a stall
+           or an error frame), seconds, message, error_type, name + arguments, piece_chars.
+
+Defaults worth knowing: `finish` is "tool_calls" when there are tool calls, else "stop";
+`usage` defaults to prompt_tokens = request bytes / 4 (errs high) and is omitted entirely
+with `"usage": None`; `prompt_tokens` is the whole prompt (OpenAI meaning), so Anthropic gets
+input_tokens = prompt - cached - cache_creation. `after` defaults to half the content frames
+(0 for error_frame). Tool ids default to call_mockN / toolu_mockN; Ollama tool calls carry no
+id unless `ollama_ids` (older Ollama sends none). `stream` defaults to false for OpenAI and
+Anthropic and to true for Ollama, as the real servers do. `reject_stream_options` stays
+queued when it rejects; `reject_null_content` is consumed either way. An empty queue answers
+NO_SCRIPT_TEXT with finish "stop". Discovery: `set(context_length=N)` feeds /v1/models
+`context_length`, /props `default_generation_settings.n_ctx`, /api/show
+`model_info["<arch>.context_length"]` and `parameters` num_ctx; `n_ctx`, `num_ctx`,
+`n_ctx_train` (llama.cpp's /v1/models `meta`), `arch` and `model` override. /props answers
+404 while no window is known (a server that is not llama.cpp).
+"""
+
+from tests.support.mock_llm.http_io import Recorded
+from tests.support.mock_llm.script import ERROR_FRAME_TEXT, NO_SCRIPT_TEXT, Response
+from tests.support.mock_llm.server import CHAT_PATHS, MockLLM, mock_llm, running_mock_llm
+
+__all__ = [
+    "CHAT_PATHS",
+    "ERROR_FRAME_TEXT",
+    "NO_SCRIPT_TEXT",
+    "MockLLM",
+    "Recorded",
+    "Response",
+    "mock_llm",
+    "running_mock_llm",
+]

@@ -1,0 +1,300 @@
+"""The mock server: routing, discovery endpoints, the script queue and the faults."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.support.mock_llm import anthropic, ollama, openai
+from tests.support.mock_llm.http_io import Recorded, ResponseWriter, read_request
+from tests.support.mock_llm.script import (
+    ERROR_FRAME_TEXT,
+    NO_SCRIPT_TEXT,
+    Dialect,
+    Plan,
+    Response,
+    make_plan,
+)
+
+CHAT_PATHS: dict[str, Dialect] = {
+    "/v1/chat/completions": openai.DIALECT,
+    "/chat/completions": openai.DIALECT,
+    "/v1/messages": anthropic.DIALECT,
+    "/api/chat": ollama.DIALECT,
+}
+_HTML_PAGE = (
+    "<!DOCTYPE html>\n<html><head><title>{status} gateway trouble</title></head>\n"
+    "<body><h1>{status}</h1><p>The upstream model server did not answer.</p>"
+    "<hr><address>mock-proxy</address></body></html>\n"
+)
+
+
+class MockLLM:
+    """A scripted LLM endpoint on 127.0.0.1 speaking OpenAI, Anthropic and Ollama wire."""
+
+    # Writes each response; the relay benchmark swaps in one that notes when frames leave.
+    response_writer: type[ResponseWriter] = ResponseWriter
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.requests: list[Recorded] = []
+        self.info: dict[str, Any] = {"model": "mock-model"}
+        self._script: deque[Response] = deque()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def queue(self, *responses: Response) -> None:
+        """Append responses, served in order to the chat endpoints of any dialect."""
+        self._script.extend(responses)
+
+    def set(self, **info: Any) -> None:
+        """Discovery data: model, context_length; overrides n_ctx, num_ctx, n_ctx_train, arch."""
+        self.info.update(info)
+
+    @property
+    def pending(self) -> int:
+        """How many scripted responses are still queued."""
+        return len(self._script)
+
+    @property
+    def chat_requests(self) -> list[Recorded]:
+        """The recorded requests that went to a chat endpoint."""
+        return [r for r in self.requests if r.path in CHAT_PATHS]
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def close(self) -> None:
+        """Stop listening, cut every open connection and wait for the handlers to finish."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> MockLLM:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            request = await read_request(reader)
+            if request is not None:
+                self.requests.append(request)
+                await self._route(request, self.response_writer(writer))
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass  # the client hung up or sent garbage: nothing left to answer
+        except asyncio.CancelledError:
+            # close() cancels open connections. Ending normally matters on 3.11: asyncio's
+            # done-callback calls task.exception(), which raises for a cancelled task.
+            pass
+        finally:
+            self._tasks.discard(task)
+            writer.close()
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _route(self, req: Recorded, out: ResponseWriter) -> None:
+        if req.method == "POST" and req.path in CHAT_PATHS:
+            await self._chat(CHAT_PATHS[req.path], req, out)
+        elif req.method == "GET" and req.path in ("/v1/models", "/models"):
+            await out.whole(200, self._models())
+        elif req.method == "GET" and req.path == "/props" and self._n_ctx() is not None:
+            await out.whole(200, self._props())
+        elif req.method == "POST" and req.path == "/api/show":
+            await out.whole(200, self._show())
+        else:
+            message = f"mock: no route for {req.method} {req.path}"
+            await out.whole(
+                404, {"error": {"code": 404, "message": message, "type": "not_found_error"}}
+            )
+
+    # discovery ------------------------------------------------------------------------
+
+    def _pick(self, key: str) -> Any:
+        return self.info[key] if key in self.info else self.info.get("context_length")
+
+    def _n_ctx(self) -> Any:
+        return self._pick("n_ctx")
+
+    def _models(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"id": self.info["model"], "object": "model", "created": 0}
+        entry["owned_by"] = "mock"
+        if self.info.get("context_length") is not None:
+            entry["context_length"] = self.info["context_length"]
+        if self.info.get("n_ctx_train") is not None:
+            entry["meta"] = {"n_ctx_train": self.info["n_ctx_train"]}
+        return {"object": "list", "data": [entry]}
+
+    def _props(self) -> dict[str, Any]:
+        """llama.cpp's /props: the runtime window is default_generation_settings.n_ctx."""
+        settings = {"id": 0, "id_task": -1, "n_ctx": self._n_ctx(), "speculative": False}
+        settings |= {"is_processing": False, "params": {"n_predict": -1, "temperature": 0.8}}
+        return {
+            "default_generation_settings": settings,
+            "total_slots": 1,
+            "model_path": f"/models/{self.info['model']}.gguf",
+            "chat_template": "",
+            "chat_template_caps": {},
+            "modalities": {"vision": False, "audio": False},
+            "build_info": "mock",
+            "is_sleeping": False,
+        }
+
+    def _show(self) -> dict[str, Any]:
+        """Ollama's /api/show: model_info has the trained length, parameters the num_ctx."""
+        arch = self.info.get("arch", "llama")
+        model_info: dict[str, Any] = {"general.architecture": arch}
+        model_info["general.parameter_count"] = 8_030_261_248
+        if self.info.get("context_length") is not None:
+            model_info[f"{arch}.context_length"] = self.info["context_length"]
+        details = {"parent_model": "", "format": "gguf", "family": arch, "families": [arch]}
+        details |= {"parameter_size": "8.0B", "quantization_level": "Q4_K_M"}
+        show: dict[str, Any] = {
+            "modelfile": f"# Modelfile generated by mock\nFROM {self.info['model']}\n",
+            "template": "{{ .Prompt }}",
+            "details": details,
+            "model_info": model_info,
+            "capabilities": ["completion", "tools", "thinking"],
+            "modified_at": "2025-01-01T00:00:00Z",
+        }
+        num_ctx = self._pick("num_ctx")
+        if num_ctx is not None:
+            show["parameters"] = f"{'num_ctx':<30} {num_ctx}"  # Ollama pads keys to 30
+            show["modelfile"] += f"PARAMETER num_ctx {num_ctx}\n"
+        return show
+
+    # chat -----------------------------------------------------------------------------
+
+    def _next(self, body: dict[str, Any]) -> Response | None:
+        """The response to serve; None means "rejected without consuming it"."""
+        if not self._script:
+            return {"text": NO_SCRIPT_TEXT, "finish": "stop"}
+        resp = self._script[0]
+        if resp.get("fault") == "reject_stream_options" and "stream_options" in body:
+            return None
+        return self._script.popleft()
+
+    async def _chat(self, dialect: Dialect, req: Recorded, out: ResponseWriter) -> None:
+        body = req.json if isinstance(req.json, dict) else {}
+        resp = self._next(body)
+        if resp is None:
+            message = "Unrecognized request argument supplied: stream_options"
+            await out.whole(400, dialect.error_body(400, message, None))
+            return
+        out.extra = dict(resp.get("headers") or {})
+        fault = resp.get("fault")
+        if fault == "reject_null_content" and any(
+            isinstance(m, dict) and "content" in m and m["content"] is None
+            for m in body.get("messages") or []
+        ):
+            await out.whole(400, dialect.error_body(400, "content must be a string", None))
+            return
+        if fault in ("status", "html"):
+            await self._status_fault(dialect, resp, out)
+            return
+        if fault == "slow_first_byte":
+            await asyncio.sleep(float(resp.get("seconds", 1.0)))
+        plan = make_plan(resp, req.body)
+        model = str(body.get("model") or self.info["model"])
+        if body.get("stream", dialect.streams_by_default):
+            await self._stream(dialect, plan, body, model, out)
+        else:
+            await self._complete(dialect, plan, model, out)
+
+    async def _status_fault(self, dialect: Dialect, resp: Response, out: ResponseWriter) -> None:
+        extra: dict[str, str] = {}
+        if resp.get("retry_after") is not None:
+            extra["Retry-After"] = str(resp["retry_after"])
+        if resp.get("fault") == "html":
+            status = int(resp.get("status", 502))
+            page = _HTML_PAGE.format(status=status)
+            await out.whole(status, page, "text/html; charset=utf-8", extra)
+            return
+        status = int(resp.get("status", 500))
+        message = resp.get("message", f"mock: HTTP {status}")
+        body = resp.get("body", dialect.error_body(status, message, resp.get("error_type")))
+        await out.whole(status, body, headers=extra)
+
+    async def _complete(
+        self, dialect: Dialect, plan: Plan, model: str, out: ResponseWriter
+    ) -> None:
+        fault = plan.raw.get("fault")
+        if fault == "error_frame":
+            message = plan.raw.get("message", ERROR_FRAME_TEXT)
+            await out.whole(200, dialect.error_body(500, message, None))
+            return
+        if fault == "empty_stream":
+            await out.whole(200, b"", "application/json")
+            return
+        data = json.dumps(dialect.complete(plan, model)).encode()
+        if fault == "stall":
+            await asyncio.sleep(float(plan.raw.get("seconds", 1.0)))
+        await out.head(200, "application/json", length=len(data))
+        if fault == "cut":  # promise the whole body, deliver half, hang up
+            data = data[: len(data) // 2]
+        await out.send(data)
+
+    async def _stream(
+        self, dialect: Dialect, plan: Plan, req: dict[str, Any], model: str, out: ResponseWriter
+    ) -> None:
+        frames, body_end = dialect.frames(plan, req, model)
+        resp = plan.raw
+        fault = resp.get("fault")
+        after = int(resp.get("after", max(1, body_end // 2)))
+        if fault == "empty_stream":
+            frames = []
+        elif fault == "cut":
+            frames = frames[: min(after, body_end)]
+        elif fault == "error_frame":
+            message = resp.get("message", ERROR_FRAME_TEXT)
+            frames = [
+                *frames[: min(int(resp.get("after", 0)), body_end)],
+                dialect.error_frame(message, resp.get("error_type")),
+            ]
+        out.chunked = resp.get("chunked", True)
+        await out.head(200, dialect.stream_type, headers={"Cache-Control": "no-cache"})
+        delay = float(resp.get("delay_ms", 0)) / 1000
+        for i, frame in enumerate(frames):
+            if fault == "stall" and i == after:
+                await asyncio.sleep(float(resp.get("seconds", 1.0)))
+            elif i and delay:
+                await asyncio.sleep(delay)
+            await out.send(frame)
+        if fault != "cut":
+            await out.end()
+
+
+@contextlib.asynccontextmanager
+async def running_mock_llm() -> AsyncIterator[MockLLM]:
+    """Start a MockLLM for the duration of the block."""
+    server = MockLLM()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+@pytest.fixture
+async def mock_llm() -> AsyncIterator[MockLLM]:
+    """A running MockLLM, closed after the test."""
+    async with running_mock_llm() as server:
+        yield server
