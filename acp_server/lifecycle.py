@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server.errors import InvalidParams, ResourceNotFound
+from acp_server.errors import InternalError, InvalidParams, ResourceNotFound
 from acp_server.params import absolute_dir, check, directories
 
 if TYPE_CHECKING:
@@ -50,6 +50,20 @@ def _stored(agent: AcpAgent, session_id: str) -> SessionRow:
             {"sessionId": session_id},
         )
     return row
+
+
+async def _committed(store: Store, session_id: str, what: str) -> None:
+    """Wait for the session's writes; a failed one is an error for the client, not a success."""
+    from acp_server.store import SaveFailed
+
+    try:
+        await store.flush(session_id)
+    except SaveFailed as exc:
+        raise InternalError(
+            f"{what} could not be saved to the session store ({store.path}). Check that the "
+            "disk is not full and that the file is writable; the agent's log has the details.",
+            {"sessionId": session_id},
+        ) from exc
 
 
 async def _restore(agent: AcpAgent, params: dict[str, Any], *, replay: bool) -> Session:
@@ -178,7 +192,7 @@ async def delete(agent: AcpAgent, params: dict[str, Any]) -> dict[str, Any]:
         session.cancel()
     store = _store(agent)
     store.delete(session_id)
-    await store.flush()
+    await _committed(store, session_id, "The deletion of this session")
     return {}
 
 
@@ -200,7 +214,7 @@ async def fork(agent: AcpAgent, params: dict[str, Any]) -> dict[str, Any]:
     )
     for event in store.events(source.id):
         store.append(new_id, event.kind, event.body)
-    await store.flush()
+    await _committed(store, new_id, "The forked session")
     copy = {
         "sessionId": new_id,
         "cwd": str(cwd),

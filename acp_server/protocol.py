@@ -188,10 +188,10 @@ class AcpAgent:
         from acp_server.session import user_chunks
 
         message = prompt_message(params["prompt"])
-        stop = await session.prompt(message, user_chunks(params["prompt"], message.message_id))
+        answer = await session.prompt(message, user_chunks(params["prompt"], message.message_id))
         if self.conn is not None:
             await self.conn.drain()
-        return {"stopReason": stop}
+        return prompt_response(answer.stop, not_saved=answer.not_saved)
 
     async def set_mode(self, params: Params) -> dict[str, Any]:
         from acp_server import session_config
@@ -241,6 +241,16 @@ class AcpAgent:
     def send_update(self, session_id: str, update: Update) -> None:
         if self.conn is not None:
             self.conn.notify("session/update", {"sessionId": session_id, "update": update})
+
+
+def prompt_response(stop: str, *, not_saved: str | None = None) -> dict[str, Any]:
+    """A PromptResponse. What went wrong around the turn goes into `_meta.acpServer` (ACP
+    allows `_meta` on every response), each entry only when it happened."""
+    ours = {key: value for key, value in (("notSaved", not_saved),) if value is not None}
+    response: dict[str, Any] = {"stopReason": stop}
+    if ours:
+        response["_meta"] = {"acpServer": ours}
+    return response
 
 
 def session_state(session: Session) -> dict[str, Any]:

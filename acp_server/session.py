@@ -6,7 +6,8 @@ place that turns cancellation into a stop reason is `_serve_turn`. Updates of a 
 dropped once that turn has ended, so nothing arrives after its answer.
 
 When a `Recorder` is attached, every history message and every shown update is written to
-the store as it happens, and a prompt is answered only after its writes are committed.
+the store as it happens, and a prompt is answered only after its writes are committed. If
+they could not be, the user is told so in the chat and the answer says `notSaved`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +28,7 @@ from acp_server.clientapi import ClientApi, NoClient
 from acp_server.config import Settings
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions, RuleStore
-from acp_server.store import iso
+from acp_server.store import SaveFailed, iso
 from acp_server.transcript import Recorder
 
 if TYPE_CHECKING:
@@ -57,6 +59,14 @@ def title_for(message: Message) -> str:
         return text or "Untitled"
     cut = text.rfind(" ", 0, TITLE_CHARS)
     return text[: cut if cut > TITLE_CHARS // 2 else TITLE_CHARS].rstrip() + "…"
+
+
+@dataclass(frozen=True)
+class PromptAnswer:
+    """How a prompt ended: its stop reason, and whether the turn could not be saved."""
+
+    stop: StopReason
+    not_saved: str | None = None  # the message the user was shown
 
 
 class History(list[Message]):
@@ -133,13 +143,13 @@ class Session:
     def roots(self) -> tuple[Path, ...]:
         return (self.cwd, *self.additional_dirs)
 
-    async def prompt(self, message: Message, shown: Iterable[updates.Update] = ()) -> StopReason:
-        """Queue a user message behind any running turn, run it, return the stop reason.
+    async def prompt(self, message: Message, shown: Iterable[updates.Update] = ()) -> PromptAnswer:
+        """Queue a user message behind any running turn, run it, say how it ended.
         `shown` are the user_message_chunk updates that replay the prompt on load."""
         epoch = self._epoch
         async with self._queue:
             if epoch != self._epoch:
-                return "cancelled"
+                return PromptAnswer("cancelled")
             self._begin(message, shown)
             turn = asyncio.create_task(self._serve_turn(message))
             self._turn = turn
@@ -154,8 +164,7 @@ class Session:
             finally:
                 self._turn = None
             stop: StopReason = "cancelled" if turn.cancelled() else turn.result()
-            await self._end(stop)
-            return stop
+            return PromptAnswer(stop, await self._end(stop))
 
     def cancel(self) -> None:
         """End the running turn and every prompt queued now (no-op when idle)."""
@@ -184,14 +193,22 @@ class Session:
                 },
             )
 
-    async def _end(self, stop: StopReason) -> None:
+    async def _end(self, stop: StopReason) -> str | None:
+        """Record the end of the turn and wait for the turn's writes. None when all of them
+        are committed; else the message that told the user the turn was not saved."""
         if self.recorder is None:
-            return
+            return None
         self.recorder.turn_ended(stop)
         try:
-            await self.recorder.store.flush()
-        except Exception:
-            log.exception("could not save session %s", self.id)
+            await self.recorder.store.flush(self.id)
+        except SaveFailed as exc:
+            log.error("turn of session %s not saved: %s", self.id, exc)
+            text = NOT_SAVED.format(path=self.recorder.store.path)
+            # Live only: it is about the store itself, which just failed to take this turn.
+            chunk = updates.message_chunk("agent_message_chunk", text, f"msg_{uuid.uuid4().hex}")
+            self.send_update(self.id, chunk)
+            return text
+        return None
 
     async def _context_window(self) -> int:
         """The smallest window known: configured, or reported by the server; else a default."""
@@ -255,6 +272,11 @@ class Session:
         return stop
 
 
+NOT_SAVED = (
+    "This turn could not be saved to the session history ({path}), so it will be missing "
+    "when this session is loaded again. The conversation itself can go on. Check that the "
+    "disk is not full and that the file is writable; the agent's log has the details."
+)
 INTERNAL_FAILURE = (
     "Something went wrong inside the agent and this turn was stopped. "
     "The session still works; the agent's log has the details."

@@ -2,9 +2,12 @@
 
 Every session is a row in `sessions` and an ordered log in `events`. An event is either a
 history message (what the model will see again) or updates that were shown to the editor (what
-`session/load` replays). Each append is its own transaction, made on one writer thread so the
-event loop never waits on the disk; `flush()` waits until everything queued is committed, and
-the session calls it before answering a prompt, so whatever the client was told is on disk.
+`session/load` replays). Each write is its own transaction, made on one writer thread so the
+event loop never waits on the disk. A failed write is rolled back and logged, and the writer
+goes on (one body that could not be encoded once left a transaction open, and every later
+write of every session failed unseen). `flush(session_id)` waits until everything queued is
+done and raises `SaveFailed` if a write of that session failed; the session calls it before
+answering a prompt, so whatever the client was told is on disk, or it is told it is not.
 
 Schema changes are named, ordered migrations; `PRAGMA user_version` says how many ran.
 Images are stored once, by content hash, in `blobs`.
@@ -131,6 +134,43 @@ def migrate(db: sqlite3.Connection) -> None:
 _STOP = object()
 
 
+class SaveFailed(Exception):
+    """Writes of one session could not be committed; the message says which and why."""
+
+    def __init__(self, session_id: str, reasons: list[str]) -> None:
+        first = reasons[0] if reasons else "unknown reason"
+        super().__init__(f"{len(reasons)} write(s) of session {session_id} failed, first: {first}")
+        self.session_id = session_id
+        self.reasons = reasons
+
+
+@dataclass(frozen=True)
+class _Write:
+    session_id: str | None  # whose flush reports a failure (None: only logged)
+    what: str
+    work: Callable[[sqlite3.Connection], object]
+
+
+@dataclass(frozen=True)
+class _Barrier:
+    session_id: str | None
+    done: Callable[[list[str]], None]  # called with the failures it covers
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN … COMMIT, rolled back on any failure (also a failed COMMIT), so the connection
+    is always left outside a transaction for the next write."""
+    db.execute("BEGIN")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
 class Store:
     """Reads run on the caller's thread (short, indexed); writes go through one thread."""
 
@@ -142,6 +182,7 @@ class Store:
         self._read_db: sqlite3.Connection | None = None
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._seq: dict[str, int] = {}
+        self._failed: dict[str, list[str]] = {}  # only touched by the writer thread
         self._lock = threading.Lock()
         self._opened = threading.Event()
         self._thread = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
@@ -162,31 +203,44 @@ class Store:
             job = self._jobs.get()
             if job is _STOP:
                 return
-            work, done = job
-            try:
-                if isinstance(opened, BaseException):
-                    raise opened
-                work(opened)
-            except Exception as exc:  # the caller decides; the writer keeps going
-                if done is not None:
-                    done(exc)
-                continue
-            if done is not None:
-                done(None)
+            if isinstance(job, _Barrier):
+                job.done(self._failed.pop(job.session_id, []) if job.session_id else [])
+            elif isinstance(opened, BaseException):
+                self._fail(job, opened)  # logged once, when opening failed
+            else:
+                self._write(opened, job)
 
-    def _submit(self, work: Callable[[sqlite3.Connection], object]) -> None:
-        self._jobs.put((work, None))
+    def _write(self, db: sqlite3.Connection, job: _Write) -> None:
+        try:
+            with _transaction(db):
+                job.work(db)
+        except Exception as exc:  # the session's flush reports it; the writer goes on
+            log.error("could not save %s of session %s: %s", job.what, job.session_id, exc)
+            self._fail(job, exc)
 
-    async def flush(self) -> None:
-        """Wait until every write queued so far is committed."""
+    def _fail(self, job: _Write, exc: BaseException) -> None:
+        if job.session_id is not None:
+            self._failed.setdefault(job.session_id, []).append(f"{job.what}: {exc}")
+
+    def _submit(
+        self, session_id: str | None, what: str, work: Callable[[sqlite3.Connection], object]
+    ) -> None:
+        self._jobs.put(_Write(session_id, what, work))
+
+    async def flush(self, session_id: str | None = None) -> None:
+        """Wait until every write queued so far is done. With a session id, raise `SaveFailed`
+        if any write of that session failed since its previous flush (each failure is
+        reported once; other sessions' failures are theirs)."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[list[str]] = loop.create_future()
 
-        def done(exc: BaseException | None) -> None:
-            loop.call_soon_threadsafe(_settle, fut, exc)
+        def done(failures: list[str]) -> None:
+            loop.call_soon_threadsafe(_settle, fut, failures)
 
-        self._jobs.put((lambda db: None, done))
-        await fut
+        self._jobs.put(_Barrier(session_id, done))
+        failures = await fut
+        if failures and session_id is not None:
+            raise SaveFailed(session_id, failures)
 
     def close(self) -> None:
         self._jobs.put(_STOP)
@@ -216,7 +270,7 @@ class Store:
 
         with self._lock:
             self._seq[row.id] = 0
-        self._submit(work)
+        self._submit(row.id, "the new session", work)
 
     def append(self, session_id: str, kind: str, body: Any) -> None:
         """Append one event (its own transaction) and touch the session's `updated_at`."""
@@ -229,22 +283,19 @@ class Store:
         now = time.time()
 
         def work(db: sqlite3.Connection) -> None:
-            db.execute("BEGIN")
             db.execute(
                 "INSERT INTO events (session_id, seq, kind, body) VALUES (?, ?, ?, ?)",
                 (session_id, seq + 1, kind, text),
             )
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-            db.execute("COMMIT")
 
-        self._submit(work)
+        self._submit(session_id, f"a {kind} event", work)
 
     def update(self, session_id: str, *, title: str | None = None, **state: Any) -> None:
         """Set the title and/or merge keys into the session's state (mode, model, …)."""
         now = time.time()
 
         def work(db: sqlite3.Connection) -> None:
-            db.execute("BEGIN")
             if title is not None:
                 db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
             if state:
@@ -255,22 +306,25 @@ class Store:
                     "UPDATE sessions SET state = ? WHERE id = ?", (json.dumps(merged), session_id)
                 )
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-            db.execute("COMMIT")
 
-        self._submit(work)
+        self._submit(session_id, "the title or state", work)
 
     def delete(self, session_id: str) -> None:
         self._submit(
-            lambda db: db.execute("UPDATE sessions SET deleted = 1 WHERE id = ?", (session_id,))
+            session_id,
+            "the deletion",
+            lambda db: db.execute("UPDATE sessions SET deleted = 1 WHERE id = ?", (session_id,)),
         )
 
-    def put_blob(self, data: str) -> str:
-        """Store a large value (an image's base64) once; returns its key."""
+    def put_blob(self, data: str, session_id: str | None = None) -> str:
+        """Store a large value (an image's base64) once, for `session_id`; returns its key."""
         key = hashlib.sha256(data.encode("ascii", "replace")).hexdigest()
         self._submit(
+            session_id,
+            "an image",
             lambda db: db.execute(
                 "INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", (key, data)
-            )
+            ),
         )
         return key
 
@@ -356,10 +410,6 @@ def _row(row: tuple[Any, ...]) -> SessionRow:
     )
 
 
-def _settle(fut: asyncio.Future[None], exc: BaseException | None) -> None:
-    if fut.done():
-        return
-    if exc is None:
-        fut.set_result(None)
-    else:
-        fut.set_exception(exc)
+def _settle(fut: asyncio.Future[list[str]], failures: list[str]) -> None:
+    if not fut.done():
+        fut.set_result(failures)
