@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+# Text and resource_link are always allowed; content.admit refuses what these leave out.
+PROMPT_CAPABILITIES: dict[str, bool] = {"image": False, "audio": False, "embeddedContext": True}
 SESSION_CAPABILITIES: dict[str, Any] = {
     "list": {},
     "resume": {},
@@ -90,7 +92,7 @@ class AcpAgent:
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "promptCapabilities": PROMPT_CAPABILITIES,
                 "mcpCapabilities": {"http": False, "sse": False},
                 "sessionCapabilities": SESSION_CAPABILITIES,
             },
@@ -183,10 +185,15 @@ class AcpAgent:
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         check("session/prompt", "acp/session_prompt.json", params)
-        session = self.session(params["sessionId"])
-        from acp_server.content import prompt_message
+        from acp_server.content import admit, prompt_message
         from acp_server.session import user_chunks
 
+        admit(params["prompt"], PROMPT_CAPABILITIES)
+        session = self.session(params["sessionId"])
+        if not params["prompt"]:
+            # CodeCompanion sends an empty prompt when a chat is submitted while it connects:
+            # nothing to ask the model, nothing to store, no title.
+            return prompt_response("end_turn")
         message = prompt_message(params["prompt"])
         answer = await session.prompt(message, user_chunks(params["prompt"], message.message_id))
         if self.conn is not None:
