@@ -4,7 +4,8 @@
   editor saw (user prompts, replies and thoughts with their `messageId`s, each tool call with
   its final diff or output, plans), then answer with the modes and config options.
 - resume: the same restore, without the replay.
-- list: newest first, optionally for one `cwd`, in pages with an opaque cursor.
+- list: sessions with at least one prompt, newest first, optionally for one `cwd`, in pages
+  with an opaque cursor.
 - close: cancel like session/cancel, then forget the live session (it stays stored).
 - delete: gone from list; loading it afterwards is "not found". Unknown ids succeed.
 - fork (unstable): a new session id with a copy of the history.
@@ -133,7 +134,9 @@ async def list_sessions(agent: AcpAgent, params: dict[str, Any]) -> dict[str, An
     store = _store(agent)
     await store.flush()
     after = _decode_cursor(params.get("cursor"))
-    rows = store.list(cwd=cwd, after=after, limit=PAGE_SIZE + 1)
+    # Only sessions with a prompt: editors offer the list to resume from, and a session that
+    # was opened and never used (CodeCompanion opens one per chat buffer) is only noise there.
+    rows = store.list(cwd=cwd, after=after, limit=PAGE_SIZE + 1, prompted_only=True)
     page, more = rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
     result: dict[str, Any] = {"sessions": [_info(row) for row in page]}
     if more:

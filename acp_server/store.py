@@ -368,13 +368,24 @@ class Store:
         return str(row[0]) if row else None
 
     def list(
-        self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int = 50
+        self,
+        cwd: str | None = None,
+        after: tuple[float, str] | None = None,
+        limit: int = 50,
+        *,
+        prompted_only: bool = False,
     ) -> list[SessionRow]:
-        """Newest first; `after` is the (updated_at, id) of the last row of the previous page."""
+        """Newest first; `after` is the (updated_at, id) of the last row of the previous page.
+        `prompted_only` leaves out sessions without a message (never prompted)."""
         sql = (
             "SELECT id, cwd, additional_dirs, title, created_at, updated_at, state FROM sessions"
             " WHERE deleted = 0"
         )
+        if prompted_only:
+            sql += (
+                " AND EXISTS (SELECT 1 FROM events"
+                " WHERE events.session_id = sessions.id AND events.kind = 'message')"
+            )
         args: list[Any] = []
         if cwd is not None:
             sql += " AND cwd = ?"
