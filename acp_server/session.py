@@ -227,6 +227,7 @@ class Session:
 
     async def _serve_turn(self, message: Message) -> StopReason:
         from acp_server.agent import Turn, run_turn
+        from acp_server.tools.base import CancelledByUser
 
         live = True
 
@@ -256,7 +257,7 @@ class Session:
         turn.tools = self.toolbox()
         try:
             stop = await run_turn(turn)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, CancelledByUser):
             return "cancelled"
         except Exception:
             log.exception("turn failed in session %s", self.id)
