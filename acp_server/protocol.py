@@ -38,6 +38,9 @@ PROTOCOL_VERSION = 1
 # Text and resource_link are always allowed; content.admit refuses what these leave out.
 PROMPT_CAPABILITIES: dict[str, bool] = {"image": False, "audio": False, "embeddedContext": True}
 SESSION_CAPABILITIES: dict[str, Any] = {
+    # Conforming clients send `additionalDirectories` (new, load, resume, fork) only when
+    # this is advertised; without it multi-root workspaces lost their extra roots.
+    "additionalDirectories": {},
     "list": {},
     "resume": {},
     "close": {},
