@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.store import MIGRATIONS, SaveFailed, SessionRow, Store, connect
+from acp_server.store import SaveFailed, SessionRow, Store
+from acp_server.store_schema import MIGRATIONS, connect
 
 
 def test_many_openers_of_a_new_store_all_succeed(tmp_path: Path) -> None:
@@ -38,7 +39,7 @@ def test_many_openers_of_a_new_store_all_succeed(tmp_path: Path) -> None:
 def test_two_processes_create_the_store_at_once(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite3"
     code = (
-        "import sys, pathlib; from acp_server.store import connect; "
+        "import sys, pathlib; from acp_server.store_schema import connect; "
         "connect(pathlib.Path(sys.argv[1])).close()"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(4)]
