@@ -2,12 +2,48 @@
 
 The protocol layer implements `ClientApi` over the JSON-RPC connection for one session; tests
 implement it in memory. The capability flags say which optional methods the client advertised
-(ACP forbids calling the others).
+(ACP forbids calling the others). Every method raises `ClientRequestFailed` when the editor
+answers with an error.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
+
+MESSAGE_CHARS = 300  # of the editor's error message, in what the model and the user read
+DATA_CHARS = 500  # of its `error.data`, as JSON
+
+
+class ClientRequestFailed(Exception):
+    """The editor answered one of our requests (fs/*, terminal/*, a permission request) with
+    an error, or with something unusable. `str()` says so in words, with what the editor said
+    (message and data, capped); the toolbox turns it into the tool call's failure."""
+
+    def __init__(
+        self, method: str, message: str | None, data: Any = None, about: str | None = None
+    ) -> None:
+        self.method = method
+        self.message = message  # the editor's error message; None: the answer was unusable
+        self.data = data
+        self.about = about  # what the request was about, e.g. the file path
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        text = f"The editor could not complete {self.method}"
+        text += f" for {self.about}" if self.about else ""
+        if self.message is None:
+            text += "; its answer could not be understood"
+        else:
+            text += "; it said " + json.dumps(_cap(self.message, MESSAGE_CHARS), ensure_ascii=False)
+        if self.data is not None:
+            details = json.dumps(self.data, ensure_ascii=False, default=str)
+            text += f" (details: {_cap(details, DATA_CHARS)})"
+        return text + "."
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ClientApi(Protocol):
@@ -28,7 +64,8 @@ class ClientApi(Protocol):
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        """Returns the `outcome` object: {"outcome": "selected", "optionId": …} or cancelled."""
+        """Returns the `outcome` object: {"outcome": "selected", "optionId": …}, or
+        {"outcome": "cancelled"} when the user cancelled the turn."""
         ...
 
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str: ...
@@ -66,7 +103,7 @@ class NoClient:
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        return {"outcome": "cancelled"}
+        return {"outcome": "selected", "optionId": "reject_once"}
 
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
         raise NotImplementedError

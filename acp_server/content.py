@@ -1,18 +1,44 @@
-"""ACP content blocks as neutral message parts."""
+"""ACP content blocks: which ones a prompt may carry, and how they become message parts.
+
+The shape of each block is checked against `schemas/acp/session_prompt.json` (ACP's
+ContentBlock); `admit` then refuses the types that need a prompt capability the agent does
+not advertise. Only prompts that pass both are stored and replayed.
+"""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+from acp_server.errors import InvalidParams
 from acp_server.messages import ContentPart, ImagePart, Message, TextPart
+
+_NEEDS = {
+    "image": ("image", "an image", "describe it in words or attach the file as a link"),
+    "audio": ("audio", "audio", "describe it in words or attach the file as a link"),
+    "resource": ("embeddedContext", "an embedded resource", "attach it as a resource_link"),
+}
+
+
+def admit(blocks: list[dict[str, Any]], capabilities: dict[str, bool]) -> None:
+    """Refuse (-32602) the first block whose type needs a prompt capability we do not offer."""
+    for index, block in enumerate(blocks):
+        need = _NEEDS.get(block["type"])
+        if need is not None and not capabilities.get(need[0], False):
+            capability, what, instead = need
+            raise InvalidParams(
+                f"Invalid params for session/prompt: `prompt[{index}]` is {what}, but this agent "
+                f"does not accept {what.removeprefix('an ')} (promptCapabilities.{capability} "
+                f"is false); {instead} instead.",
+                {"field": f"prompt[{index}]", "capability": capability},
+            )
 
 
 def prompt_message(blocks: list[dict[str, Any]]) -> Message:
-    """An ACP prompt as a neutral user message."""
+    """An admitted ACP prompt as a neutral user message."""
     parts: list[ContentPart] = []
     for block in blocks:
-        kind = block.get("type")
+        kind = block["type"]
         if kind == "text":
             parts.append(TextPart(block["text"]))
         elif kind == "image":
@@ -21,10 +47,8 @@ def prompt_message(blocks: list[dict[str, Any]]) -> Message:
             parts.append(TextPart(f"[Referenced: {block['name']} <{block['uri']}>]"))
         elif kind == "resource":
             parts.append(TextPart(_embedded(block["resource"])))
-        elif kind == "audio":
+        else:  # audio: never admitted while promptCapabilities.audio is false
             parts.append(TextPart("[An audio clip was attached; this agent cannot hear audio.]"))
-        else:
-            parts.append(TextPart(f"[An attachment of unknown type {kind!r} was left out.]"))
     return Message(role="user", content=tuple(parts), message_id=f"user_{uuid.uuid4().hex}")
 
 

@@ -1,13 +1,16 @@
 """The editor as one session sees it: `ClientApi` over the JSON-RPC connection.
 
 Optional methods are only called when the client advertised them in `initialize` (ACP forbids
-the rest); the tools check the `can_*` flags first.
+the rest); the tools check the `can_*` flags first. An error the editor answers becomes a
+`ClientRequestFailed` here, the one place that knows which request it answered.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from acp_server.clientapi import ClientRequestFailed
+from acp_server.errors import RemoteError
 from acp_server.jsonrpc import Connection
 
 
@@ -44,14 +47,20 @@ class Editor:
 
     async def _call(self, method: str, **params: Any) -> Any:
         body = {"sessionId": self._session_id, **{k: v for k, v in params.items() if v is not None}}
-        return await self._conn.request(method, body)
+        try:
+            return await self._conn.request(method, body)
+        except RemoteError as exc:
+            raise ClientRequestFailed(method, exc.message, exc.data, params.get("path")) from exc
 
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        result = await self._call("session/request_permission", toolCall=tool_call, options=options)
+        method = "session/request_permission"
+        result = await self._call(method, toolCall=tool_call, options=options)
         outcome = result.get("outcome") if isinstance(result, dict) else None
-        return outcome if isinstance(outcome, dict) else {"outcome": "cancelled"}
+        if not isinstance(outcome, dict):
+            raise ClientRequestFailed(method, None, result)
+        return outcome
 
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
         result = await self._call("fs/read_text_file", path=path, line=line, limit=limit)

@@ -4,7 +4,8 @@
   editor saw (user prompts, replies and thoughts with their `messageId`s, each tool call with
   its final diff or output, plans), then answer with the modes and config options.
 - resume: the same restore, without the replay.
-- list: newest first, optionally for one `cwd`, in pages with an opaque cursor.
+- list: sessions with at least one prompt, newest first, optionally for one `cwd`, in pages
+  with an opaque cursor.
 - close: cancel like session/cancel, then forget the live session (it stays stored).
 - delete: gone from list; loading it afterwards is "not found". Unknown ids succeed.
 - fork (unstable): a new session id with a copy of the history.
@@ -21,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server.errors import InvalidParams, ResourceNotFound
+from acp_server.errors import InternalError, InvalidParams, ResourceNotFound
 from acp_server.params import absolute_dir, check, directories
 
 if TYPE_CHECKING:
@@ -50,6 +51,20 @@ def _stored(agent: AcpAgent, session_id: str) -> SessionRow:
             {"sessionId": session_id},
         )
     return row
+
+
+async def _committed(store: Store, session_id: str, what: str) -> None:
+    """Wait for the session's writes; a failed one is an error for the client, not a success."""
+    from acp_server.store import SaveFailed
+
+    try:
+        await store.flush(session_id)
+    except SaveFailed as exc:
+        raise InternalError(
+            f"{what} could not be saved to the session store ({store.path}). Check that the "
+            "disk is not full and that the file is writable; the agent's log has the details.",
+            {"sessionId": session_id},
+        ) from exc
 
 
 async def _restore(agent: AcpAgent, params: dict[str, Any], *, replay: bool) -> Session:
@@ -119,7 +134,9 @@ async def list_sessions(agent: AcpAgent, params: dict[str, Any]) -> dict[str, An
     store = _store(agent)
     await store.flush()
     after = _decode_cursor(params.get("cursor"))
-    rows = store.list(cwd=cwd, after=after, limit=PAGE_SIZE + 1)
+    # Only sessions with a prompt: editors offer the list to resume from, and a session that
+    # was opened and never used (CodeCompanion opens one per chat buffer) is only noise there.
+    rows = store.list(cwd=cwd, after=after, limit=PAGE_SIZE + 1, prompted_only=True)
     page, more = rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
     result: dict[str, Any] = {"sessions": [_info(row) for row in page]}
     if more:
@@ -178,7 +195,7 @@ async def delete(agent: AcpAgent, params: dict[str, Any]) -> dict[str, Any]:
         session.cancel()
     store = _store(agent)
     store.delete(session_id)
-    await store.flush()
+    await _committed(store, session_id, "The deletion of this session")
     return {}
 
 
@@ -200,7 +217,7 @@ async def fork(agent: AcpAgent, params: dict[str, Any]) -> dict[str, Any]:
     )
     for event in store.events(source.id):
         store.append(new_id, event.kind, event.body)
-    await store.flush()
+    await _committed(store, new_id, "The forked session")
     copy = {
         "sessionId": new_id,
         "cwd": str(cwd),

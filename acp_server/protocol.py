@@ -35,7 +35,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+# Text and resource_link are always allowed; content.admit refuses what these leave out.
+PROMPT_CAPABILITIES: dict[str, bool] = {"image": False, "audio": False, "embeddedContext": True}
 SESSION_CAPABILITIES: dict[str, Any] = {
+    # Conforming clients send `additionalDirectories` (new, load, resume, fork) only when
+    # this is advertised; without it multi-root workspaces lost their extra roots.
+    "additionalDirectories": {},
     "list": {},
     "resume": {},
     "close": {},
@@ -87,7 +92,7 @@ class AcpAgent:
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "promptCapabilities": PROMPT_CAPABILITIES,
                 "mcpCapabilities": {"http": False, "sse": False},
                 "sessionCapabilities": SESSION_CAPABILITIES,
             },
@@ -180,10 +185,15 @@ class AcpAgent:
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         check("session/prompt", "acp/session_prompt.json", params)
-        session = self.session(params["sessionId"])
-        from acp_server.content import prompt_message
+        from acp_server.content import admit, prompt_message
         from acp_server.session import user_chunks
 
+        admit(params["prompt"], PROMPT_CAPABILITIES)
+        session = self.session(params["sessionId"])
+        if not params["prompt"]:
+            # CodeCompanion sends an empty prompt when a chat is submitted while it connects:
+            # nothing to ask the model, nothing to store, no title.
+            return {"stopReason": "end_turn"}
         message = prompt_message(params["prompt"])
         outcome = await session.prompt(message, user_chunks(params["prompt"], message.message_id))
         if self.conn is not None:
@@ -242,11 +252,15 @@ class AcpAgent:
 
 def prompt_response(outcome: PromptOutcome) -> dict[str, Any]:
     """The `session/prompt` result. What ACP has no field for travels in `_meta.acpServer`
-    (documented in the README for client authors): `turnFailed` when the turn ended on a
-    failure, with the message the user was shown; the stop reason stays the normal one."""
+    (ACP allows `_meta` on every response; documented in the README for client authors), each
+    entry only when it happened: `turnFailed` when the turn ended on a failure, with the message
+    the user was shown; `notSaved` when its records could not be committed. The stop reason
+    stays the normal one."""
     ours: dict[str, Any] = {}
     if outcome.failure is not None:
         ours["turnFailed"] = {"reason": outcome.failure.reason, "message": outcome.failure.message}
+    if outcome.not_saved is not None:
+        ours["notSaved"] = outcome.not_saved
     result: dict[str, Any] = {"stopReason": outcome.stop}
     if ours:
         result["_meta"] = {"acpServer": ours}

@@ -62,6 +62,9 @@ def describe(path: Any, message: str, keyword: Any, expected: Any) -> str:
         text = f"must be {_article(kinds)} {kinds}"
     elif keyword == "enum":
         text = "must be one of " + ", ".join(json.dumps(v) for v in expected)
+    elif keyword == "anyOf" and all(isinstance(s, dict) and "title" in s for s in expected):
+        # jsonschema's message quotes the whole value, which may be a large base64 blob.
+        text = "must be " + " or ".join(s["title"] for s in expected)
     else:
         text = message
     return f"`{where}` {text}" if where else text
@@ -129,6 +132,8 @@ def _keyword(key: str, rule: Any, schema: dict[str, Any], value: Any, root: dict
         return value == rule and type(value) is type(rule)
     if key == "allOf":
         return all(_accepts(sub, value, root) for sub in rule)
+    if key == "anyOf":
+        return any(_accepts(sub, value, root) for sub in rule)
     if key == "if":
         branch = schema.get("then" if _accepts(rule, value, root) else "else", True)
         return _accepts(branch, value, root)

@@ -6,15 +6,18 @@ place that turns cancellation into a stop reason is `_serve_turn`. Updates of a 
 dropped once that turn has ended, so nothing arrives after its answer.
 
 When a `Recorder` is attached, every history message and every shown update is written to
-the store as it happens, and a prompt is answered only after its writes are committed.
+the store as it happens, and a prompt is answered only after its writes are committed. If
+they could not be, the user is told so in the chat and the answer says `notSaved`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +29,7 @@ from acp_server.clientapi import ClientApi, NoClient
 from acp_server.config import Settings
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions, RuleStore
-from acp_server.store import iso
+from acp_server.store import SaveFailed, iso
 from acp_server.transcript import Recorder
 
 if TYPE_CHECKING:
@@ -61,10 +64,12 @@ def title_for(message: Message) -> str:
 
 @dataclass(frozen=True)
 class PromptOutcome:
-    """How a prompt ended: its stop reason, and the failure if the turn failed."""
+    """How a prompt ended: its stop reason, the failure if the turn failed, and the message the
+    user was shown if its records could not be saved."""
 
     stop: StopReason
     failure: TurnFailure | None = None
+    not_saved: str | None = None
 
 
 class History(list[Message]):
@@ -162,8 +167,7 @@ class Session:
             finally:
                 self._turn = None
             outcome = PromptOutcome("cancelled") if turn.cancelled() else turn.result()
-            await self._end(outcome.stop)
-            return outcome
+            return dataclasses.replace(outcome, not_saved=await self._end(outcome.stop))
 
     def cancel(self) -> None:
         """End the running turn and every prompt queued now (no-op when idle)."""
@@ -192,14 +196,22 @@ class Session:
                 },
             )
 
-    async def _end(self, stop: StopReason) -> None:
+    async def _end(self, stop: StopReason) -> str | None:
+        """Record the end of the turn and wait for the turn's writes. None when all of them
+        are committed; else the message that told the user the turn was not saved."""
         if self.recorder is None:
-            return
+            return None
         self.recorder.turn_ended(stop)
         try:
-            await self.recorder.store.flush()
-        except Exception:
-            log.exception("could not save session %s", self.id)
+            await self.recorder.store.flush(self.id)
+        except SaveFailed as exc:
+            log.error("turn of session %s not saved: %s", self.id, exc)
+            text = NOT_SAVED.format(path=self.recorder.store.path)
+            # Live only: it is about the store itself, which just failed to take this turn.
+            chunk = updates.message_chunk("agent_message_chunk", text, f"msg_{uuid.uuid4().hex}")
+            self.send_update(self.id, chunk)
+            return text
+        return None
 
     async def _context_window(self) -> int:
         """The smallest window known: configured, or reported by the server; else a default."""
@@ -218,6 +230,7 @@ class Session:
 
     async def _serve_turn(self, message: Message) -> PromptOutcome:
         from acp_server.agent import Turn, TurnFailure, run_turn
+        from acp_server.tools.base import CancelledByUser
 
         live = True
 
@@ -247,7 +260,7 @@ class Session:
         turn.tools = self.toolbox()
         try:
             stop = await run_turn(turn)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, CancelledByUser):
             return PromptOutcome("cancelled")
         except Exception:
             log.exception("turn failed in session %s", self.id)
@@ -263,6 +276,11 @@ class Session:
         return PromptOutcome(stop, turn.failure)
 
 
+NOT_SAVED = (
+    "This turn could not be saved to the session history ({path}), so it will be missing "
+    "when this session is loaded again. The conversation itself can go on. Check that the "
+    "disk is not full and that the file is writable; the agent's log has the details."
+)
 INTERNAL_FAILURE = (
     "Something went wrong inside the agent and this turn was stopped. "
     "The session still works; the agent's log has the details."

@@ -3,13 +3,16 @@
 Every session is a row in `sessions` and an ordered log in `events`. An event is a history
 message (what the model will see again, "message"), updates that were shown to the editor (what
 `session/load` replays, "shown"), the end of a turn ("turn") or a cut of the history back to a
-length ("truncate", after a refusal); `transcript.py` writes and reads them. Each append is its
-own transaction, made on one writer thread so the event loop never waits on the disk; `flush()`
-waits until everything queued is committed, and the session calls it before answering a prompt,
-so whatever the client was told is on disk.
+length ("truncate", after a refusal); `transcript.py` writes and reads them. Each write is its
+own transaction, made on one writer thread so the event loop never waits on the disk. A failed
+write is rolled back and logged, and the writer goes on (one body that could not be encoded once
+left a transaction open, and every later write of every session failed unseen).
+`flush(session_id)` waits until everything queued is done and raises `SaveFailed` if a write of
+that session failed; the session calls it before answering a prompt, so whatever the client was
+told is on disk, or it is told it is not.
 
-Schema changes are named, ordered migrations; `PRAGMA user_version` says how many ran.
-Images are stored once, by content hash, in `blobs`.
+The tables and their migrations are in `store_schema.py`. Images are stored once, by content
+hash, in `blobs`.
 """
 
 from __future__ import annotations
@@ -28,39 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
+from acp_server.store_schema import connect
 
-MIGRATIONS: tuple[tuple[str, str], ...] = (
-    (
-        "create sessions and events",
-        """
-        CREATE TABLE sessions (
-            id TEXT PRIMARY KEY,
-            cwd TEXT NOT NULL,
-            additional_dirs TEXT NOT NULL DEFAULT '[]',
-            title TEXT,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            state TEXT NOT NULL DEFAULT '{}',
-            deleted INTEGER NOT NULL DEFAULT 0
-        );
-        CREATE TABLE events (
-            session_id TEXT NOT NULL REFERENCES sessions(id),
-            seq INTEGER NOT NULL,
-            kind TEXT NOT NULL,
-            body TEXT NOT NULL,
-            PRIMARY KEY (session_id, seq)
-        );
-        CREATE INDEX sessions_by_update ON sessions(deleted, updated_at DESC, id);
-        """,
-    ),
-    (
-        "store images once",
-        """
-        CREATE TABLE blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL);
-        """,
-    ),
-)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,46 +64,44 @@ def iso(stamp: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(stamp)) + f".{millis:03d}Z"
 
 
-def connect(path: Path, attempts: int = 50) -> sqlite3.Connection:
-    """Open (creating and migrating as needed). Two processes that create the same new store
-    at once (editors start two agents) may meet a lock while switching to WAL: retried."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
-    for attempt in range(attempts):
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA foreign_keys=ON")
-            migrate(db)
-            return db
-        except sqlite3.OperationalError as exc:
-            if ("locked" not in str(exc) and "busy" not in str(exc)) or attempt == attempts - 1:
-                db.close()
-                raise
-            time.sleep(0.05)
-    raise AssertionError("unreachable")
-
-
-def migrate(db: sqlite3.Connection) -> None:
-    """Run the migrations this database has not seen, in order, each in a transaction."""
-    done = db.execute("PRAGMA user_version").fetchone()[0]
-    for number, (_name, script) in enumerate(MIGRATIONS[done:], start=done + 1):
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            current = db.execute("PRAGMA user_version").fetchone()[0]
-            if current >= number:  # another process got there first
-                db.execute("ROLLBACK")
-                continue
-            for statement in filter(str.strip, script.split(";")):
-                db.execute(statement)
-            db.execute(f"PRAGMA user_version = {number}")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-
-
 _STOP = object()
+
+
+class SaveFailed(Exception):
+    """Writes of one session could not be committed; the message says which and why."""
+
+    def __init__(self, session_id: str, reasons: list[str]) -> None:
+        first = reasons[0] if reasons else "unknown reason"
+        super().__init__(f"{len(reasons)} write(s) of session {session_id} failed, first: {first}")
+        self.session_id = session_id
+        self.reasons = reasons
+
+
+@dataclass(frozen=True)
+class _Write:
+    session_id: str | None  # whose flush reports a failure (None: only logged)
+    what: str
+    work: Callable[[sqlite3.Connection], object]
+
+
+@dataclass(frozen=True)
+class _Barrier:
+    session_id: str | None
+    done: Callable[[list[str]], None]  # called with the failures it covers
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN … COMMIT, rolled back on any failure (also a failed COMMIT), so the connection
+    is always left outside a transaction for the next write."""
+    db.execute("BEGIN")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 class Store:
@@ -144,6 +115,7 @@ class Store:
         self._read_db: sqlite3.Connection | None = None
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._seq: dict[str, int] = {}
+        self._failed: dict[str, list[str]] = {}  # only touched by the writer thread
         self._lock = threading.Lock()
         self._opened = threading.Event()
         self._thread = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
@@ -164,31 +136,44 @@ class Store:
             job = self._jobs.get()
             if job is _STOP:
                 return
-            work, done = job
-            try:
-                if isinstance(opened, BaseException):
-                    raise opened
-                work(opened)
-            except Exception as exc:  # the caller decides; the writer keeps going
-                if done is not None:
-                    done(exc)
-                continue
-            if done is not None:
-                done(None)
+            if isinstance(job, _Barrier):
+                job.done(self._failed.pop(job.session_id, []) if job.session_id else [])
+            elif isinstance(opened, BaseException):
+                self._fail(job, opened)  # logged once, when opening failed
+            else:
+                self._write(opened, job)
 
-    def _submit(self, work: Callable[[sqlite3.Connection], object]) -> None:
-        self._jobs.put((work, None))
+    def _write(self, db: sqlite3.Connection, job: _Write) -> None:
+        try:
+            with _transaction(db):
+                job.work(db)
+        except Exception as exc:  # the session's flush reports it; the writer goes on
+            log.error("could not save %s of session %s: %s", job.what, job.session_id, exc)
+            self._fail(job, exc)
 
-    async def flush(self) -> None:
-        """Wait until every write queued so far is committed."""
+    def _fail(self, job: _Write, exc: BaseException) -> None:
+        if job.session_id is not None:
+            self._failed.setdefault(job.session_id, []).append(f"{job.what}: {exc}")
+
+    def _submit(
+        self, session_id: str | None, what: str, work: Callable[[sqlite3.Connection], object]
+    ) -> None:
+        self._jobs.put(_Write(session_id, what, work))
+
+    async def flush(self, session_id: str | None = None) -> None:
+        """Wait until every write queued so far is done. With a session id, raise `SaveFailed`
+        if any write of that session failed since its previous flush (each failure is
+        reported once; other sessions' failures are theirs)."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[list[str]] = loop.create_future()
 
-        def done(exc: BaseException | None) -> None:
-            loop.call_soon_threadsafe(_settle, fut, exc)
+        def done(failures: list[str]) -> None:
+            loop.call_soon_threadsafe(_settle, fut, failures)
 
-        self._jobs.put((lambda db: None, done))
-        await fut
+        self._jobs.put(_Barrier(session_id, done))
+        failures = await fut
+        if failures and session_id is not None:
+            raise SaveFailed(session_id, failures)
 
     def close(self) -> None:
         self._jobs.put(_STOP)
@@ -218,7 +203,7 @@ class Store:
 
         with self._lock:
             self._seq[row.id] = 0
-        self._submit(work)
+        self._submit(row.id, "the new session", work)
 
     def append(self, session_id: str, kind: str, body: Any) -> None:
         """Append one event (its own transaction) and touch the session's `updated_at`."""
@@ -231,22 +216,19 @@ class Store:
         now = time.time()
 
         def work(db: sqlite3.Connection) -> None:
-            db.execute("BEGIN")
             db.execute(
                 "INSERT INTO events (session_id, seq, kind, body) VALUES (?, ?, ?, ?)",
                 (session_id, seq + 1, kind, text),
             )
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-            db.execute("COMMIT")
 
-        self._submit(work)
+        self._submit(session_id, f"a {kind} event", work)
 
     def update(self, session_id: str, *, title: str | None = None, **state: Any) -> None:
         """Set the title and/or merge keys into the session's state (mode, model, …)."""
         now = time.time()
 
         def work(db: sqlite3.Connection) -> None:
-            db.execute("BEGIN")
             if title is not None:
                 db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
             if state:
@@ -257,22 +239,25 @@ class Store:
                     "UPDATE sessions SET state = ? WHERE id = ?", (json.dumps(merged), session_id)
                 )
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-            db.execute("COMMIT")
 
-        self._submit(work)
+        self._submit(session_id, "the title or state", work)
 
     def delete(self, session_id: str) -> None:
         self._submit(
-            lambda db: db.execute("UPDATE sessions SET deleted = 1 WHERE id = ?", (session_id,))
+            session_id,
+            "the deletion",
+            lambda db: db.execute("UPDATE sessions SET deleted = 1 WHERE id = ?", (session_id,)),
         )
 
-    def put_blob(self, data: str) -> str:
-        """Store a large value (an image's base64) once; returns its key."""
+    def put_blob(self, data: str, session_id: str | None = None) -> str:
+        """Store a large value (an image's base64) once, for `session_id`; returns its key."""
         key = hashlib.sha256(data.encode("ascii", "replace")).hexdigest()
         self._submit(
+            session_id,
+            "an image",
             lambda db: db.execute(
                 "INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", (key, data)
-            )
+            ),
         )
         return key
 
@@ -316,13 +301,24 @@ class Store:
         return str(row[0]) if row else None
 
     def list(
-        self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int = 50
+        self,
+        cwd: str | None = None,
+        after: tuple[float, str] | None = None,
+        limit: int = 50,
+        *,
+        prompted_only: bool = False,
     ) -> list[SessionRow]:
-        """Newest first; `after` is the (updated_at, id) of the last row of the previous page."""
+        """Newest first; `after` is the (updated_at, id) of the last row of the previous page.
+        `prompted_only` leaves out sessions without a message (never prompted)."""
         sql = (
             "SELECT id, cwd, additional_dirs, title, created_at, updated_at, state FROM sessions"
             " WHERE deleted = 0"
         )
+        if prompted_only:
+            sql += (
+                " AND EXISTS (SELECT 1 FROM events"
+                " WHERE events.session_id = sessions.id AND events.kind = 'message')"
+            )
         args: list[Any] = []
         if cwd is not None:
             sql += " AND cwd = ?"
@@ -358,10 +354,6 @@ def _row(row: tuple[Any, ...]) -> SessionRow:
     )
 
 
-def _settle(fut: asyncio.Future[None], exc: BaseException | None) -> None:
-    if fut.done():
-        return
-    if exc is None:
-        fut.set_result(None)
-    else:
-        fut.set_exception(exc)
+def _settle(fut: asyncio.Future[list[str]], failures: list[str]) -> None:
+    if not fut.done():
+        fut.set_result(failures)

@@ -39,13 +39,15 @@ _LIVE_ONLY = (
 )
 
 
-def message_to_json(message: Message, store: Store | None = None) -> dict[str, Any]:
+def message_to_json(
+    message: Message, store: Store | None = None, session_id: str | None = None
+) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     for part in message.content:
         if isinstance(part, TextPart):
             parts.append({"type": "text", "text": part.text})
         else:
-            key = store.put_blob(part.data) if store else None
+            key = store.put_blob(part.data, session_id) if store else None
             image = {"type": "image", "mime": part.mime_type, "uri": part.uri}
             parts.append({**image, "blob": key} if key else {**image, "data": part.data})
     body: dict[str, Any] = {"role": message.role, "content": parts}
@@ -98,7 +100,8 @@ class Recorder:
     _calls: dict[str, Update] = field(default_factory=dict)
 
     def message(self, message: Message) -> None:
-        self.store.append(self.session_id, "message", message_to_json(message, self.store))
+        body = message_to_json(message, self.store, self.session_id)
+        self.store.append(self.session_id, "message", body)
 
     def shown(self, update: Update) -> None:
         kind = update.get("sessionUpdate")

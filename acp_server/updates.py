@@ -55,7 +55,13 @@ def tool_call(
 
 def tool_call_update(call_id: str, **fields: Any) -> Update:
     """Only the fields that changed; `raw_output` becomes `rawOutput`."""
-    update: Update = {"sessionUpdate": "tool_call_update", "toolCallId": call_id}
+    return {"sessionUpdate": "tool_call_update", **tool_call_fields(call_id, **fields)}
+
+
+def tool_call_fields(call_id: str, **fields: Any) -> dict[str, Any]:
+    """A ToolCallUpdate object, as `session/request_permission` carries it (no
+    `sessionUpdate`: it is not a notification)."""
+    update: dict[str, Any] = {"toolCallId": call_id}
     for key, value in fields.items():
         if value is not None:
             update[_camel(key)] = value

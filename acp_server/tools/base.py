@@ -4,7 +4,8 @@ A tool is a plain async function plus a description. It says what it is about to
 calling `ctx.permit(...)` (paths, a command, a preview such as a diff) *before* touching it;
 the toolbox decides from the session's mode and remembered rules whether that runs, asks the
 user, or is refused. A refusal or any failure the model should hear about is a `ToolFailure`;
-the toolbox turns it into the call's one result. Tools never see the wire. The small helpers
+the toolbox turns it into the call's one result, and so is an error the editor answered
+(`ClientRequestFailed`). Tools never see the wire. The small helpers
 tools share live here too: local file I/O, clipping, and cleanup that survives a cancel.
 """
 
@@ -20,7 +21,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from acp_server.clientapi import ClientApi
-from acp_server.errors import RemoteError
 from acp_server.updates import text_content as text_content  # re-exported for the tools
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,11 @@ Emit = Callable[[dict[str, Any]], None]
 
 class ToolFailure(Exception):
     """The call failed; the message is written for the model (and shown to the user)."""
+
+
+class CancelledByUser(Exception):
+    """The user answered a permission request with "cancel": not a refusal of this call but
+    the end of the turn, which then stops as `cancelled` like after `session/cancel`."""
 
 
 @dataclass(frozen=True)
@@ -97,19 +102,13 @@ class ToolContext:
         """File text as the editor sees it (unsaved buffers included) when the client can
         read files; from disk otherwise."""
         if self.client.can_read:
-            try:
-                return await self.client.read_text_file(str(path), None, None)
-            except RemoteError as exc:
-                raise ToolFailure(f"The editor could not read {path}: {exc.message}") from exc
+            return await self.client.read_text_file(str(path), None, None)
         return read_local(path)
 
     async def write_text(self, path: Path, text: str) -> None:
         """Write through the editor when it can (it updates open buffers); to disk otherwise."""
         if self.client.can_write:
-            try:
-                await self.client.write_text_file(str(path), text)
-            except RemoteError as exc:
-                raise ToolFailure(f"The editor could not write {path}: {exc.message}") from exc
+            await self.client.write_text_file(str(path), text)
             return
         write_local(path, text)
 

@@ -16,7 +16,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from acp_server.errors import RemoteError
 from acp_server.permissions import inside_roots
 from acp_server.tools.base import (
     Permit,
@@ -70,10 +69,7 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     await ctx.permit(Permit(paths=(path,)))
     wanted = limit or READ_DEFAULT_LINES
     if ctx.client.can_read:
-        try:
-            text = await ctx.client.read_text_file(str(path), line, wanted)
-        except RemoteError as exc:
-            raise ToolFailure(f"The editor could not read {path}: {exc.message}") from exc
+        text = await ctx.client.read_text_file(str(path), line, wanted)
         total = None
     else:
         lines = read_local(path).splitlines(keepends=True)

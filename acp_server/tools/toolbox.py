@@ -1,8 +1,10 @@
 """The tools of one session: offered to the model, validated, gated, run, and always answered.
 
 Every call the model makes gets exactly one `ToolOutcome`: an unknown tool, arguments that are
-not JSON or break the tool's schema, a refusal, a rejected permission request and a crash are
-all results the model reads, never exceptions that end the turn. Only cancellation propagates.
+not JSON or break the tool's schema, a refusal, a rejected permission request, an error the
+editor answered and a crash are all results the model reads, never exceptions that end the
+turn. Only cancellation propagates: `session/cancel`, or a permission request the user
+answered "cancelled" (`CancelledByUser`).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from acp_server import schemas, updates
-from acp_server.clientapi import ClientApi
+from acp_server.clientapi import ClientApi, ClientRequestFailed
 from acp_server.markdown import fence, inline_code
 from acp_server.messages import ToolCall, ToolSpec
 from acp_server.permissions import Permissions, inside_roots, rule_for
 from acp_server.tools.base import (
+    CancelledByUser,
     Emit,
     Permit,
     Tool,
@@ -95,6 +98,11 @@ class Toolbox:
             return await tool.run(call.arguments, ctx)
         except ToolFailure as exc:
             return ToolOutcome(str(exc), ok=False)
+        except ClientRequestFailed as exc:  # the editor's answer, not our bug: no traceback
+            log.warning("%s: %s", tool.name, exc)
+            return ToolOutcome(str(exc), ok=False)
+        except CancelledByUser:
+            raise
         except Exception as exc:
             log.exception("tool %s crashed", tool.name)
             return ToolOutcome(f"The {tool.name} tool failed unexpectedly ({exc!r}).", ok=False)
@@ -134,7 +142,7 @@ class Toolbox:
         deny_rule = rule_for(effect, request, False)
         options = _options(allow_rule.describe() if allow_rule else None, deny_rule is not None)
         shown = tool.present(call.arguments, self._context(call, lambda _: None))
-        tool_call = updates.tool_call_update(
+        tool_call = updates.tool_call_fields(
             call.id,
             title=shown.title,
             kind=tool.kind,
@@ -144,6 +152,8 @@ class Toolbox:
             locations=shown.locations or None,
         )
         outcome = await self.client.request_permission(tool_call, options)
+        if outcome.get("outcome") == "cancelled":
+            raise CancelledByUser
         chosen = outcome.get("optionId") if outcome.get("outcome") == "selected" else None
         if chosen == "allow_always" and allow_rule:
             self.permissions.remember(allow_rule)

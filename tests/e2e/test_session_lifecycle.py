@@ -5,6 +5,7 @@ the conformance fixture (session/fork answers against the unstable schema)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from acp_server.store import SessionRow, Store
 from tests.support.raw import Frame, RawServer
 
 Start = Callable[..., Any]
@@ -115,31 +117,31 @@ async def test_list_filters_by_cwd_titles_from_first_prompt_and_updates_stamps(
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    server = await start(server_factory, script([{"text": "On it."}, {"text": "Again."}]))
+    server = await start(server_factory, script([{"text": "On it."}] * 3))
     assert await listed(server) == []  # empty params: the first (and only, empty) page
     first = await new(server, a)
     second = await new(server, b)
+    # Never prompted: not listed (CodeCompanion's resume picker filled up with them).
+    assert await listed(server) == []
 
+    stop_reason, _ = await prompt(server, second, "Look at b")
     sessions = await listed(server)
-    assert [s["sessionId"] for s in sessions] == [second, first]  # newest first
-    assert [s["cwd"] for s in sessions] == [str(b), str(a)]
-    assert all("title" not in s for s in sessions)
-    before = {s["sessionId"]: when(s["updatedAt"]) for s in sessions}
-    assert before[second] >= before[first]
-
-    assert [s["sessionId"] for s in await listed(server, cwd=str(a))] == [first]
-    assert [s["sessionId"] for s in await listed(server, cwd=str(b) + "/")] == [second]
-    assert await listed(server, cwd=str(tmp_path / "elsewhere")) == []
-
+    assert [s["sessionId"] for s in sessions] == [second]
+    before = when(sessions[0]["updatedAt"])
     await asyncio.sleep(0.01)
     stop_reason, _ = await prompt(server, first, "Fix the flaky login test")
     assert stop_reason == "end_turn"
     sessions = await listed(server)
     assert [s["sessionId"] for s in sessions] == [first, second]  # the prompt made it newest
+    assert [s["cwd"] for s in sessions] == [str(a), str(b)]
     info = sessions[0]
     assert info["title"] == "Fix the flaky login test"
-    assert when(info["updatedAt"]) > before[first]
-    assert when(sessions[1]["updatedAt"]) == before[second]
+    assert when(info["updatedAt"]) > before
+    assert when(sessions[1]["updatedAt"]) == before
+
+    assert [s["sessionId"] for s in await listed(server, cwd=str(a))] == [first]
+    assert [s["sessionId"] for s in await listed(server, cwd=str(b) + "/")] == [second]
+    assert await listed(server, cwd=str(tmp_path / "elsewhere")) == []
 
     # A later prompt keeps the title and moves the stamp on again.
     await asyncio.sleep(0.01)
@@ -151,13 +153,29 @@ async def test_list_filters_by_cwd_titles_from_first_prompt_and_updates_stamps(
     await stop(server)
 
 
+async def seed(data_dir: Path, cwds: list[Path]) -> list[str]:
+    """Sessions with one prompt each, in this order (oldest first), written as the server
+    would; faster than prompting over the wire."""
+    store = Store(data_dir / "sessions.sqlite3")
+    ids = [f"sess_{i:04d}" for i in range(len(cwds))]
+    try:
+        for session, cwd in zip(ids, cwds, strict=True):
+            now = time.time()
+            store.create(SessionRow(session, str(cwd), [], "seeded", now, now, {"mode": "ask"}))
+            store.append(session, "message", {"role": "user", "content": []})
+        await store.flush()
+    finally:
+        store.close()
+    return ids
+
+
 async def test_list_pages_through_many_sessions_newest_first(
-    server_factory: Start, script: Any, tmp_path: Path
+    server_factory: Start, script: Any, tmp_path: Path, private_data_dir: Path
 ) -> None:
-    server = await start(server_factory, script([]))
     other = tmp_path / "other"
     other.mkdir()
-    created = [await new(server, tmp_path if i % 4 else other) for i in range(121)]
+    created = await seed(private_data_dir, [tmp_path if i % 4 else other for i in range(121)])
+    server = await start(server_factory, script([]))
 
     seen: list[str] = []
     pages: list[int] = []
@@ -198,7 +216,7 @@ async def test_an_invalid_cursor_is_invalid_params(
     server_factory: Start, script: Any, tmp_path: Path, cursor: Any
 ) -> None:
     server = await start(server_factory, script([]))
-    await new(server, tmp_path)
+    await prompt(server, await new(server, tmp_path), "hello")
     answer = await server.request("session/list", {"cursor": cursor})
     assert answer["error"]["code"] == -32602, answer
     assert "cursor" in answer["error"]["message"]
@@ -320,9 +338,10 @@ async def test_close_cancels_the_running_prompt_and_the_session_can_be_loaded_ag
 async def test_delete_removes_the_session_for_good(
     server_factory: Start, script: Any, tmp_path: Path
 ) -> None:
-    server = await start(server_factory, script([{"text": "Done."}]))
+    server = await start(server_factory, script([{"text": "Done."}] * 2))
     doomed = await new(server, tmp_path)
     kept = await new(server, tmp_path)
+    assert (await prompt(server, kept, "Something to keep"))[0] == "end_turn"
     assert (await prompt(server, doomed, "Something to forget"))[0] == "end_turn"
     assert (await server.request("session/delete", {"sessionId": doomed}))["result"] == {}
     assert [s["sessionId"] for s in await listed(server)] == [kept]

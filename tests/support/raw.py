@@ -22,6 +22,16 @@ def console_script() -> str:
     return str(script)
 
 
+class ErrorReply(Exception):
+    """Raised by a test's handler to answer the agent's request with exactly this error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.error: Frame = {"code": code, "message": message}
+        if data is not None:
+            self.error["data"] = data
+
+
 class Observer(Protocol):
     def observe(self, side: str, line: str) -> None: ...
 
@@ -77,6 +87,8 @@ class RawServer:
         try:
             result = await self.handlers[frame["method"]](frame.get("params"))
             reply: Frame = {"jsonrpc": "2.0", "id": frame["id"], "result": result}
+        except ErrorReply as exc:
+            reply = {"jsonrpc": "2.0", "id": frame["id"], "error": exc.error}
         except Exception as exc:  # the test client answers with an error, like an editor would
             reply = {
                 "jsonrpc": "2.0",

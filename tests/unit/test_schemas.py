@@ -62,6 +62,14 @@ GOOD: dict[str, list[Any]] = {
             "sessionId": "s",
             "prompt": [{"type": "resource", "resource": {"uri": "file:///a", "text": "x"}}],
         },
+        {
+            "sessionId": "s",
+            "prompt": [
+                {"type": "text", "text": "hi", "annotations": {"audience": ["user"]}, "_meta": {}},
+                {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}},
+                {"type": "resource_link", "uri": "u", "name": "n", "size": 3, "title": None},
+            ],
+        },
     ],
     "acp/session_cancel.json": [{"sessionId": "s"}],
     "script.schema.json": [
@@ -147,3 +155,15 @@ def test_every_schema_file_is_a_valid_schema() -> None:
     for name in SCHEMAS:
         Draft202012Validator.check_schema(schemas.load(name))
     assert any(Path(n).name == "session_new.json" for n in SCHEMAS)
+
+
+def test_a_resource_without_text_or_blob_is_worded_without_quoting_it() -> None:
+    blob = "A" * 5000
+    found = schemas.problems(
+        "acp/session_prompt.json",
+        {"sessionId": "s", "prompt": [{"type": "resource", "resource": {"uri": "u", "b": blob}}]},
+    )
+    assert found == [
+        "`prompt[0].resource` must be a text resource (`uri` and `text`) "
+        "or a binary resource (`uri` and base64 `blob`)"
+    ]

@@ -16,8 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from acp_server import schemas
-from acp_server.clientapi import ClientApi, NoClient
-from acp_server.errors import RemoteError
+from acp_server.clientapi import ClientApi, ClientRequestFailed, NoClient
 from acp_server.tools.base import Permit, Tool, ToolContext, ToolFailure, ToolOutcome
 from acp_server.tools.edit import EDIT_FILE, first_changed_line
 from acp_server.tools.fs import LIST_DIRECTORY, READ_FILE, WRITE_FILE
@@ -44,7 +43,7 @@ class MemoryEditor:
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
         self.reads.append(path)
         if path not in self.files:
-            raise RemoteError(-32002, "Resource not found")
+            raise ClientRequestFailed("fs/read_text_file", "Resource not found", about=path)
         return self.files[path]
 
     async def write_text_file(self, path: str, content: str) -> None:
@@ -162,10 +161,11 @@ async def test_write_goes_through_an_editor_that_can(h: Harness) -> None:
     assert disk.read_text() == "on disk\n"
 
 
-async def test_editor_refusal_becomes_a_tool_failure(h: Harness) -> None:
+async def test_editor_refusal_reaches_the_toolbox_in_words(h: Harness) -> None:
+    """The toolbox turns it into the call's failure (tests/e2e/test_client_answers.py)."""
     (h.cwd / "gone.txt").write_text("x")
     h.client = MemoryEditor({})
-    with pytest.raises(ToolFailure, match="editor could not read"):
+    with pytest.raises(ClientRequestFailed, match=r'read_text_file for .*gone.txt; it said "Reso'):
         await h.run(WRITE_FILE, path="gone.txt", content="y")
 
 
