@@ -102,7 +102,7 @@ class RecordsPermission(NoClient):
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
         self.asked.append(tool_call)
-        return {"outcome": "cancelled"}
+        return {"outcome": "selected", "optionId": "reject_once"}
 
 
 async def test_a_command_with_backticks_stays_inside_its_fence(tmp_path: Path) -> None:
