@@ -11,6 +11,10 @@ replaced with U+FFFD; `NaN`/`Infinity` are a parse error (-32700); nesting deepe
 `jsonline.MAX_DEPTH` is an invalid request (-32600). A request whose id can be read is answered
 with that id even when the rest of it is broken; null is used only when no id can be read.
 
+End of input (the client closed our stdin) stops reading, but every request already received
+is finished and answered, prompts included; from then on our own requests to the client fail at
+once, since no answer can arrive. Cancelling `serve` (a signal) stops everything immediately.
+
 Errors reach the wire in exactly one place, `error_object`: handler exceptions from the error tree
 keep their code and message; anything else becomes -32603 with a short message, and its
 traceback goes to the log, never to the peer.
@@ -103,6 +107,7 @@ class Connection:
         self._background: set[asyncio.Task[None]] = set()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
+        self._input_closed = False
         self._closed = False
 
     @property
@@ -112,12 +117,22 @@ class Connection:
     # ----- reading -------------------------------------------------------------------------
 
     async def serve(self) -> None:
-        """Read and dispatch until the peer closes its side; then shut down cleanly."""
+        """Read and dispatch until the input ends, finish what was received, then close."""
         try:
             async for line in self._lines():
                 self._dispatch(line)
+            await self._finish_received()
         finally:
             await self.close()
+
+    async def _finish_received(self) -> None:
+        """At end of input, answer every request already received; ours can get no answer."""
+        # `printf '<initialize>\n<session/new>\n' | agent` is how scripted tests drive an agent:
+        # cancelling at EOF answered session/new with -32800.
+        self._input_closed = True
+        self._fail_pending("the client closed its input, so it can no longer answer requests")
+        while running := [t for t in (*self._inflight.values(), *self._background) if not t.done()]:
+            await asyncio.wait(running)
 
     async def _lines(self) -> AsyncIterator[bytes | object]:
         buf = bytearray()
@@ -326,8 +341,10 @@ class Connection:
 
     async def request(self, method: str, params: Params) -> Any:
         """Send a request to the peer and wait for its result (RemoteError on an error)."""
-        if self._closed:
-            raise ConnectionClosed(f"cannot send {method}: the connection is closed")
+        if self._closed or self._input_closed:
+            raise ConnectionClosed(
+                f"cannot send {method}: the client closed the connection, so it cannot answer"
+            )
         self._next_id += 1
         req_id = self._next_id
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

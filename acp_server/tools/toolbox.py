@@ -14,6 +14,7 @@ from typing import Any
 
 from acp_server import schemas, updates
 from acp_server.clientapi import ClientApi
+from acp_server.errors import ConnectionClosed
 from acp_server.messages import ToolCall, ToolSpec
 from acp_server.permissions import Permissions, inside_roots, rule_for
 from acp_server.tools.base import (
@@ -96,6 +97,12 @@ class Toolbox:
             return await tool.run(call.arguments, ctx)
         except ToolFailure as exc:
             return ToolOutcome(str(exc), ok=False)
+        except ConnectionClosed:  # stdin ended: the turn still finishes, without the editor
+            return ToolOutcome(
+                f"{tool.name} stopped: the editor closed the connection, so it can no longer "
+                "answer (permission, files or terminals).",
+                ok=False,
+            )
         except Exception as exc:
             log.exception("tool %s crashed", tool.name)
             return ToolOutcome(f"The {tool.name} tool failed unexpectedly ({exc!r}).", ok=False)

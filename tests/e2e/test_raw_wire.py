@@ -430,6 +430,78 @@ async def test_over_limit_line_with_a_broken_escape_is_answered(
     assert "result" in answer
 
 
+# ----- end of input: finish what was received, then exit ----------------------------------------
+
+
+def request_line(req_id: int, method: str, params: dict[str, Any]) -> bytes:
+    frame = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}
+    return json.dumps(frame).encode() + b"\n"
+
+
+async def test_piped_requests_are_all_answered_at_end_of_input(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    """Regression: `printf '<initialize>\\n<session/new>\\n' | acp-server` answered session/new
+    with -32800: end of input cancelled what was still running."""
+    server = await server_factory()
+    await server.send_raw(
+        request_line(1, "initialize", {"protocolVersion": 1})
+        + request_line(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        + request_line(3, "session/list", {})
+    )
+    await server.close_stdin()
+    assert await server.wait() == 0
+    answers = {f["id"]: f for f in server.seen}
+    assert sorted(answers) == [1, 2, 3]
+    assert all("result" in a for a in answers.values()), answers
+    assert answers[2]["result"]["sessionId"]
+
+
+@pytest.mark.parametrize("needs_permission", [False, True])
+async def test_prompt_received_before_end_of_input_is_finished(
+    server_factory: Start, script: Any, tmp_path: Path, needs_permission: bool
+) -> None:
+    """A scripted conformance run: the prompt is written, stdin closed at once, answers read.
+    A permission request can get no answer after that: it fails at once, the turn ends."""
+    rounds: list[dict[str, Any]] = [{"text": "All done here.", "delay_ms": 20}]
+    if needs_permission:
+        command = {"name": "run_command", "arguments": {"command": "touch made.txt"}}
+        rounds.insert(0, {"tool_calls": [command]})
+    server = await server_factory("--script", str(script(rounds)))
+    session = await server.handshake(str(tmp_path))
+    req = server.next_id()
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+    await server.send_raw(request_line(req, "session/prompt", params))
+    await server.close_stdin()
+    assert await server.wait() == 0
+    answer = next(f for f in server.seen if f.get("id") == req and "method" not in f)
+    assert answer["result"] == {"stopReason": "end_turn"}
+    assert chunk_text(server.seen) == "All done here."
+    assert not (tmp_path / "made.txt").exists()
+    if needs_permission:
+        (failed,) = [
+            u
+            for u in updates_of(server.seen)
+            if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "failed"
+        ]
+        assert "closed the connection" in failed["content"][0]["content"]["text"]
+    assert await server.stderr_text() == ""
+
+
+async def test_sigterm_while_finishing_after_end_of_input_is_immediate(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    server = await server_factory("--script", str(script([{"text": SLOW_TEXT, "delay_ms": 200}])))
+    session = await server.handshake(str(tmp_path))
+    await prompt(server, session)
+    await server.close_stdin()
+    await server.until(lambda f: f.get("method") == "session/update")
+    started = time.monotonic()
+    server.terminate()
+    assert await server.wait(timeout=3) == 0
+    assert time.monotonic() - started < 1.0
+
+
 async def test_late_answer_to_a_cancelled_permission_request_is_not_a_warning(
     server_factory: Start, script: Any, tmp_path: Path
 ) -> None:

@@ -363,6 +363,42 @@ async def test_invalid_envelope_is_answered_with_the_request_id(line: bytes, req
     assert frame["error"]["code"] == -32600
 
 
+async def test_end_of_input_finishes_received_requests_and_fails_ours_at_once() -> None:
+    """Regression: EOF cancelled requests still running (answered -32800)."""
+    pipe = Pipe()
+    conn: Connection
+
+    async def later(params: Params) -> Any:
+        await asyncio.sleep(0.05)
+        return {"done": True}
+
+    async def ask(params: Params) -> Any:
+        await asyncio.sleep(0.05)  # the client's input ends while this request is running
+        try:
+            return await conn.request("question", {})
+        except ConnectionClosed as exc:
+            return {"failed": str(exc)}
+
+    async def hang(params: Params) -> Any:
+        try:
+            return await conn.request("question", {})
+        except ConnectionClosed:
+            return {"failed": "at once"}
+
+    handlers = {"later": later, "ask": ask, "hang": hang}
+    conn = Connection(pipe.read, pipe, requests=handlers, notifications={})
+    task = asyncio.create_task(conn.serve())
+    for n, method in enumerate(("later", "ask", "hang")):
+        pipe.feed(b'{"jsonrpc":"2.0","id":%d,"method":"%s"}\n' % (n, method.encode()))
+    pipe.feed(b"")
+    await asyncio.wait_for(task, 2)
+    answers = {f["id"]: f["result"] for f in pipe.out if "result" in f}
+    assert answers[0] == {"done": True}
+    assert "closed" in answers[1]["failed"]
+    assert answers[2] == {"failed": "at once"}
+    assert conn.closed
+
+
 async def test_late_answers_to_our_requests_are_not_warnings(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
