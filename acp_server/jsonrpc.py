@@ -273,6 +273,8 @@ class Connection:
             result = handler(params)
             if inspect.isawaitable(result):
                 await result
+        except AcpError as exc:  # e.g. invalid params: a notification has no answer to carry it
+            log.warning("ignoring notification %s: %s", method, exc.message)
         except Exception:
             log.exception("notification handler %s failed", method)
 

@@ -408,6 +408,22 @@ async def test_cancel_request_with_an_unhashable_request_id(server_factory: Star
     assert "result" in answer
 
 
+async def test_session_cancel_with_a_wrong_session_id_type_is_ignored(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    """Regression (found by the wire fuzz): `"sessionId": []` raised TypeError in the handler,
+    which logged a traceback on stderr (an error in editors that show stderr)."""
+    server = await server_factory()
+    await server.handshake(str(tmp_path))
+    for bad in ([], {}, 5, None):
+        await server.notify("session/cancel", {"sessionId": bad})
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    assert "result" in answer
+    await server.close_stdin()
+    assert await server.wait() == 0
+    assert await server.stderr_text() == ""
+
+
 @pytest.mark.parametrize(
     ("head", "req_id"),
     [

@@ -421,3 +421,18 @@ async def test_late_answers_to_our_requests_are_not_warnings(
         (logging.DEBUG, "dropping a late response to our request 1"),
         (logging.WARNING, "dropping a response to an unknown request id 42"),
     ]
+
+
+async def test_notification_with_invalid_params_is_a_warning_without_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def strict(params: Params) -> None:
+        raise InvalidParams("`sessionId` must be a string")
+
+    pipe = Pipe()
+    await serve_lines(
+        pipe, make(pipe, note=strict), b'{"jsonrpc":"2.0","method":"note","params":{}}'
+    )
+    (record,) = [r for r in caplog.records if "note" in r.getMessage()]
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "`sessionId` must be a string" in record.getMessage()
