@@ -399,7 +399,8 @@ async def test_deep_nesting_is_rejected_and_the_server_keeps_serving(
 async def test_cancel_request_with_an_unhashable_request_id(server_factory: Start) -> None:
     """Regression: `"requestId": []` raised TypeError and ended the process."""
     server = await server_factory()
-    for bad in ([], {}, 1.5, True):
+    bad_ids: list[Any] = [[], {}, 1.5, True]
+    for bad in bad_ids:
         await server.notify("$/cancel_request", {"requestId": bad})
     answer = await server.request("$/cancel_request", {"requestId": {}})
     assert answer["error"]["code"] == -32602
@@ -415,7 +416,8 @@ async def test_session_cancel_with_a_wrong_session_id_type_is_ignored(
     which logged a traceback on stderr (an error in editors that show stderr)."""
     server = await server_factory()
     await server.handshake(str(tmp_path))
-    for bad in ([], {}, 5, None):
+    bad_ids: list[Any] = [[], {}, 5, None]
+    for bad in bad_ids:
         await server.notify("session/cancel", {"sessionId": bad})
     answer = await server.request("initialize", {"protocolVersion": 1})
     assert "result" in answer
