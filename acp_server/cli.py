@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,7 @@ environment:
   ACP_SERVER_SCRIPT=FILE     same as --script FILE
   ACP_SERVER_LOG_LEVEL=LEVEL same as --log-level LEVEL
   ACP_SERVER_LOG_THIRD_PARTY=1  also log what httpx and other libraries log below warning
+  ACP_SERVER_MAX_LINE_BYTES=N  the longest message line accepted (default 64 MiB)
 
 Logs never go to stdout (stdout carries the protocol); they go to stderr, errors only by default.
 """
@@ -220,6 +222,22 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def max_line(env: Mapping[str, str]) -> int:
+    """The line limit: ACP_SERVER_MAX_LINE_BYTES (tests use a small one), else 64 MiB."""
+    from acp_server.jsonrpc import DEFAULT_MAX_LINE
+
+    value = env.get("ACP_SERVER_MAX_LINE_BYTES", "").strip()
+    if not value:
+        return DEFAULT_MAX_LINE
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    log.error(
+        "ACP_SERVER_MAX_LINE_BYTES=%r is not a positive number of bytes; using the default",
+        value,
+    )
+    return DEFAULT_MAX_LINE
+
+
 async def _serve(wire_fd: int, args: argparse.Namespace) -> None:
     from acp_server.config import Settings
     from acp_server.jsonrpc import Connection
@@ -235,6 +253,7 @@ async def _serve(wire_fd: int, args: argparse.Namespace) -> None:
         await open_sink(wire_fd),
         requests=agent.request_handlers(),
         notifications=agent.notification_handlers(),
+        max_line=max_line(os.environ),
     )
     agent.conn = conn
     task = asyncio.create_task(conn.serve())

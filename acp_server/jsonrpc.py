@@ -5,6 +5,16 @@ single sink. Every inbound request runs in its own task, so a notification (say,
 handled while a long request is still running. Our own outgoing requests wait on futures keyed by
 id; all of them fail with `ConnectionClosed` when the peer goes away.
 
+Every line is decoded by `jsonline.decode`, which decides once, at the wire, what the rest of
+the agent never has to handle: lone surrogates in any string (ids, session ids, text, keys) are
+replaced with U+FFFD; `NaN`/`Infinity` are a parse error (-32700); nesting deeper than
+`jsonline.MAX_DEPTH` is an invalid request (-32600). A request whose id can be read is answered
+with that id even when the rest of it is broken; null is used only when no id can be read.
+
+End of input (the client closed our stdin) stops reading, but every request already received
+is finished and answered, prompts included; from then on our own requests to the client fail at
+once, since no answer can arrive. Cancelling `serve` (a signal) stops everything immediately.
+
 Errors reach the wire in exactly one place, `error_object`: handler exceptions from the error tree
 keep their code and message; anything else becomes -32603 with a short message, and its
 traceback goes to the log, never to the peer.
@@ -18,10 +28,10 @@ import functools
 import inspect
 import json
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from acp_server import jsonline
 from acp_server.errors import (
     AcpError,
     ConnectionClosed,
@@ -29,7 +39,6 @@ from acp_server.errors import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
-    ParseError,
     RemoteError,
     RequestCancelled,
 )
@@ -48,9 +57,6 @@ ReadChunk = Callable[[], Awaitable[bytes]]
 # Compact one-line frames; one encoder for all (json.dumps with options builds one per call).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _TOO_LONG = object()
-# Finds a leading `"id": …` in the head of a line too long to parse, so the peer's pending
-# request can still be answered instead of hanging forever.
-_HEAD_ID = re.compile(rb'^\s*\{[^{}]*?"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 
 
 class Sink(Protocol):
@@ -74,10 +80,6 @@ def error_object(exc: BaseException) -> dict[str, Any]:
         "code": InternalError.code,
         "message": f"Internal error ({type(exc).__name__}); the agent's log has the details.",
     }
-
-
-def _valid_id(value: object) -> bool:
-    return value is None or (isinstance(value, int | str) and not isinstance(value, bool))
 
 
 def _id_key(value: object) -> tuple[str, object]:
@@ -105,6 +107,7 @@ class Connection:
         self._background: set[asyncio.Task[None]] = set()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
+        self._input_closed = False
         self._closed = False
 
     @property
@@ -114,12 +117,22 @@ class Connection:
     # ----- reading -------------------------------------------------------------------------
 
     async def serve(self) -> None:
-        """Read and dispatch until the peer closes its side; then shut down cleanly."""
+        """Read and dispatch until the input ends, finish what was received, then close."""
         try:
             async for line in self._lines():
                 self._dispatch(line)
+            await self._finish_received()
         finally:
             await self.close()
+
+    async def _finish_received(self) -> None:
+        """At end of input, answer every request already received; ours can get no answer."""
+        # `printf '<initialize>\n<session/new>\n' | agent` is how scripted tests drive an agent:
+        # cancelling at EOF answered session/new with -32800.
+        self._input_closed = True
+        self._fail_pending("the client closed its input, so it can no longer answer requests")
+        while running := [t for t in (*self._inflight.values(), *self._background) if not t.done()]:
+            await asyncio.wait(running)
 
     async def _lines(self) -> AsyncIterator[bytes | object]:
         buf = bytearray()
@@ -158,9 +171,9 @@ class Connection:
         if not line.strip():
             return
         try:
-            msg = json.loads(line)
-        except ValueError as exc:
-            self._send_error(None, ParseError(f"Parse error: the line is not valid JSON ({exc})."))
+            msg = jsonline.decode(line)
+        except AcpError as exc:
+            self._send_error(jsonline.head_id(line), exc)
             return
         if not isinstance(msg, dict):
             kind = "a batch (array)" if isinstance(msg, list) else f"a {type(msg).__name__}"
@@ -169,23 +182,26 @@ class Connection:
                 InvalidRequest(f"Invalid request: expected a JSON-RPC object, got {kind}."),
             )
             return
-        problem = _envelope_problem(msg)
+        problem = jsonline.envelope_problem(msg)
         if problem:
-            self._send_error(None, InvalidRequest(f"Invalid request: {problem}."))
+            # A request keeps its id when it has a usable one: answered with null instead, the
+            # client would wait for that request for ever. A broken response is not a request.
+            req_id = jsonline.readable_id(msg.get("id")) if "method" in msg else None
+            self._send_error(req_id, InvalidRequest(f"Invalid request: {problem}."))
         elif "method" in msg:
             self._dispatch_call(msg)
         else:
             self._dispatch_response(msg)
 
     def _answer_too_long(self, head: bytes) -> None:
-        match = _HEAD_ID.match(head)
-        req_id: Any = json.loads(match.group(1)) if match else None
-        limit_mib = self._max_line // (1024 * 1024)
+        req_id = jsonline.head_id(head)
+        mib, rest = divmod(self._max_line, 1024 * 1024)
+        limit = f"{mib} MiB" if mib and not rest else f"{self._max_line:,} bytes"
         self._send_error(
             req_id,
             InvalidRequest(
-                f"Message too large: a line may hold at most {limit_mib} MiB; this one was "
-                "longer and was dropped."
+                f"Message too large: a line may hold at most {limit}; this one was longer and "
+                "was dropped."
             ),
         )
 
@@ -210,10 +226,10 @@ class Connection:
 
     def _notify_local(self, method: str, params: Any) -> None:
         if method == CANCEL_REQUEST:
-            target = params.get("requestId") if isinstance(params, dict) else None
-            task = self._inflight.get(_id_key(target))
-            if task is not None:
-                task.cancel()
+            try:
+                self._cancel_request(params)
+            except InvalidParams as exc:
+                log.debug("ignoring %s: %s", method, exc.message)
             return
         handler = self._notifications.get(method)
         if handler is None:
@@ -228,6 +244,28 @@ class Connection:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def _cancel_request(self, params: Any) -> None:
+        """Cancel the inbound request `$/cancel_request` names; InvalidParams if it names none."""
+        target = params.get("requestId", ()) if isinstance(params, dict) else ()
+        if not jsonline.valid_id(target):
+            raise InvalidParams(
+                f"Invalid params for {CANCEL_REQUEST}: `requestId` must be the id of a request "
+                "(a string or an integer).",
+                {"field": "requestId"},
+            )
+        task = self._inflight.get(_id_key(target))
+        if task is not None:
+            task.cancel()
+
+    def _notification_with_id(self, method: str, params: Any) -> None:
+        """A sloppy peer sent a notification with an id: act on it (it is then answered)."""
+        if method == CANCEL_REQUEST:
+            self._cancel_request(params)
+        elif method in self._notifications:
+            self._notify_local(method, params)
+        else:
+            raise MethodNotFound(f"Method not found: {method!r}.")
+
     async def _serve_notification(
         self, method: str, handler: NotificationHandler, params: Params
     ) -> None:
@@ -235,6 +273,8 @@ class Connection:
             result = handler(params)
             if inspect.isawaitable(result):
                 await result
+        except AcpError as exc:  # e.g. invalid params: a notification has no answer to carry it
+            log.warning("ignoring notification %s: %s", method, exc.message)
         except Exception:
             log.exception("notification handler %s failed", method)
 
@@ -242,12 +282,9 @@ class Connection:
         try:
             handler = self._requests.get(method)
             if handler is None:
-                if method in self._notifications:
-                    # A sloppy peer sent a notification with an id: act on it, then answer.
-                    self._notify_local(method, params)
-                    self._send_result(req_id, None)
-                    return
-                raise MethodNotFound(f"Method not found: {method!r}.")
+                self._notification_with_id(method, params)
+                self._send_result(req_id, None)
+                return
             if params is None:
                 params = {}
             if not isinstance(params, dict):
@@ -267,7 +304,12 @@ class Connection:
         req_id = msg.get("id")
         fut = self._pending.pop(req_id, None) if isinstance(req_id, int) else None
         if fut is None:
-            log.warning("dropping a response to an unknown request id %r", req_id)
+            if isinstance(req_id, int) and 0 < req_id <= self._next_id:
+                # We stopped waiting (a cancelled turn, say); clients must still answer, so a
+                # late answer is normal. Not a warning: some editors show stderr as errors.
+                log.debug("dropping a late response to our request %r", req_id)
+            else:
+                log.warning("dropping a response to an unknown request id %r", req_id)
             return
         if fut.done():
             return
@@ -301,8 +343,10 @@ class Connection:
 
     async def request(self, method: str, params: Params) -> Any:
         """Send a request to the peer and wait for its result (RemoteError on an error)."""
-        if self._closed:
-            raise ConnectionClosed(f"cannot send {method}: the connection is closed")
+        if self._closed or self._input_closed:
+            raise ConnectionClosed(
+                f"cannot send {method}: the client closed the connection, so it cannot answer"
+            )
         self._next_id += 1
         req_id = self._next_id
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -320,10 +364,7 @@ class Connection:
 
     async def close(self, grace: float = 0.5) -> None:
         """Fail our pending requests, cancel running handlers, stop writing."""
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.set_exception(ConnectionClosed("the client closed the connection"))
-        self._pending.clear()
+        self._fail_pending("the client closed the connection")
         tasks = [*self._inflight.values(), *self._background]
         for task in tasks:
             task.cancel()
@@ -333,21 +374,9 @@ class Connection:
             await self._sink.drain()
         self._closed = True
 
-
-def _envelope_problem(msg: dict[str, Any]) -> str | None:
-    """Why `msg` is not a JSON-RPC 2.0 request, notification or response (None if it is)."""
-    if msg.get("jsonrpc") != "2.0":
-        return 'the "jsonrpc" member must be exactly "2.0"'
-    if "id" in msg and not _valid_id(msg["id"]):
-        return 'the "id" member must be an integer, a string or null'
-    if "method" in msg:
-        if not isinstance(msg["method"], str):
-            return 'the "method" member must be a string'
-        if "params" in msg and not isinstance(msg["params"], dict | list | type(None)):
-            return 'the "params" member must be an object'
-        return None
-    if "id" not in msg:
-        return 'a message needs a "method" (request or notification) or an "id" (response)'
-    if ("result" in msg) == ("error" in msg):
-        return 'a response needs exactly one of "result" and "error"'
-    return None
+    def _fail_pending(self, why: str) -> None:
+        """Our requests still waiting for an answer fail now (`ConnectionClosed`)."""
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionClosed(why))
+        self._pending.clear()

@@ -223,7 +223,8 @@ class AcpAgent:
         return {"configOptions": session_config.config_options(session.mode)}
 
     def cancel(self, params: Params) -> None:
-        session = self.sessions.get(params.get("sessionId", ""))
+        check("session/cancel", "acp/session_cancel.json", params)
+        session = self.sessions.get(params["sessionId"])
         if session is not None:
             session.cancel()
 

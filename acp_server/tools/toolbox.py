@@ -16,6 +16,7 @@ from typing import Any
 
 from acp_server import schemas, updates
 from acp_server.clientapi import ClientApi, ClientRequestFailed
+from acp_server.errors import ConnectionClosed
 from acp_server.markdown import fence, inline_code
 from acp_server.messages import ToolCall, ToolSpec
 from acp_server.permissions import Permissions, inside_roots, rule_for
@@ -103,6 +104,12 @@ class Toolbox:
             return ToolOutcome(str(exc), ok=False)
         except CancelledByUser:
             raise
+        except ConnectionClosed:  # stdin ended: the turn still finishes, without the editor
+            return ToolOutcome(
+                f"{tool.name} stopped: the editor closed the connection, so it can no longer "
+                "answer (permission, files or terminals).",
+                ok=False,
+            )
         except Exception as exc:
             log.exception("tool %s crashed", tool.name)
             return ToolOutcome(f"The {tool.name} tool failed unexpectedly ({exc!r}).", ok=False)

@@ -41,34 +41,40 @@ async def test_malformed_json_gets_parse_error_and_server_keeps_serving(
     server = await server_factory()
     await server.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", \n')
     error = await server.next_frame()
-    assert error["id"] is None
+    assert error["id"] == 1  # the id can still be read: the client is not left waiting
+    assert error["error"]["code"] == -32700
+    await server.send_raw(b'{"jsonrpc": "2.0", "result": {}, "id": 2, \n')
+    error = await server.next_frame()
+    assert error["id"] is None  # no "method" before it: maybe an answer, never one to echo
     assert error["error"]["code"] == -32700
     answer = await server.request("initialize", {"protocolVersion": 1})
     assert answer["result"]["protocolVersion"] == 1
 
 
 @pytest.mark.parametrize(
-    ("line", "why"),
+    ("line", "why", "req_id"),
     [
-        (b"[1, 2]", "batch"),
-        (b"[]", "batch"),
-        (b"42", "int"),
-        (b'"initialize"', "str"),
-        (b"null", "NoneType"),
-        (b'{"id": 1, "method": "initialize", "params": {"protocolVersion": 1}}', "jsonrpc"),
-        (b'{"jsonrpc": "1.0", "id": 1, "method": "initialize"}', "jsonrpc"),
-        (b'{"jsonrpc": "2.0", "id": 1, "method": 7}', "method"),
-        (b'{"jsonrpc": "2.0", "id": 1.5, "method": "initialize"}', "id"),
-        (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": 3}', "params"),
+        (b"[1, 2]", "batch", None),
+        (b"[]", "batch", None),
+        (b"42", "int", None),
+        (b'"initialize"', "str", None),
+        (b"null", "NoneType", None),
+        (b'{"id": 1, "method": "initialize", "params": {"protocolVersion": 1}}', "jsonrpc", 1),
+        (b'{"jsonrpc": "1.0", "id": "a", "method": "initialize"}', "jsonrpc", "a"),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": 7}', "method", 1),
+        (b'{"jsonrpc": "2.0", "id": 1.5, "method": "initialize"}', "id", None),
+        (b'{"jsonrpc": "2.0", "id": 9223372036854775808, "method": "initialize"}', "id", None),
+        (b'{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": 5}', "params", 7),
     ],
 )
-async def test_invalid_requests_get_32600_with_null_id(
-    server_factory: Start, line: bytes, why: str
+async def test_invalid_requests_get_32600_with_their_id_when_it_can_be_read(
+    server_factory: Start, line: bytes, why: str, req_id: Any
 ) -> None:
+    """Regression: a readable id was answered with null, and the client waited for ever."""
     server = await server_factory()
     await server.send_raw(line + b"\n")
     error = await server.next_frame()
-    assert error == {"jsonrpc": "2.0", "id": None, "error": error["error"]}
+    assert error == {"jsonrpc": "2.0", "id": req_id, "error": error["error"]}
     assert error["error"]["code"] == -32600
     assert why in error["error"]["message"] or why in ("int", "str", "NoneType")
     answer = await server.request("initialize", {"protocolVersion": 1})
@@ -318,3 +324,220 @@ async def test_cancel_in_the_same_write_as_its_prompt(
     assert answer["result"] == {"stopReason": "cancelled"}
     answer, _ = await server.response(await prompt(server, session))
     assert answer["result"]["stopReason"] == "end_turn"
+
+
+# ----- hostile input: answered, never stored, never the end of the process --------------------
+
+
+async def test_lone_surrogates_are_replaced_at_the_wire(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    """Regression: id "\\ud800" was never answered; a session id with one answered -32603."""
+    server = await server_factory()
+    await server.send_raw(
+        b'{"jsonrpc":"2.0","id":"\\ud800","method":"initialize","params":{"protocolVersion":1}}\n'
+    )
+    answer = await server.next_frame()
+    assert answer["id"] == "\ufffd" and answer["result"]["protocolVersion"] == 1
+    session = await server.handshake(str(tmp_path))
+    await server.send_raw(
+        b'{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"s\\udc00",'
+        b'"prompt":[{"type":"text","text":"a\\ud800"}]}}\n'
+    )
+    answer, _ = await server.response(5)
+    assert answer["error"]["code"] == -32002
+    assert "s\ufffd" in answer["error"]["message"]
+    answer = await server.request("session/close", {"sessionId": session})
+    assert answer["result"] == {}
+
+
+async def test_nan_is_a_parse_error_and_never_stored(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    """Regression: NaN was accepted and stored; every later session/load answered -32603."""
+    server = await server_factory("--script", str(script([{"text": "Fine."}])))
+    session = await server.handshake(str(tmp_path))
+    for constant in (b"NaN", b"Infinity", b"-Infinity"):
+        await server.send_raw(
+            b'{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"'
+            + session.encode()
+            + b'","prompt":[{"type":"text","text":"hi","_meta":{"x":'
+            + constant
+            + b"}}]}}\n"
+        )
+        answer, _ = await server.response("p")
+        assert answer["error"]["code"] == -32700, answer
+    answer, _ = await server.response(await prompt(server, session))
+    assert answer["result"]["stopReason"] == "end_turn"
+    params = {"sessionId": session, "cwd": str(tmp_path), "mcpServers": []}
+    answer = await server.request("session/load", params)
+    assert "result" in answer, answer
+
+
+@pytest.mark.parametrize(
+    ("line", "req_id"),
+    [
+        (b"[" * 1000 + b"]" * 1000, None),
+        (b'{"a":' * 1000 + b"0" + b"}" * 1000, None),
+        (b'{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"x":' + b"[" * 5000, 3),
+        (b'{"jsonrpc":"2.0","id":4,"method":"a","params":' + b'{"a":' * 300 + b"0" + b"}" * 301, 4),
+    ],
+)
+async def test_deep_nesting_is_rejected_and_the_server_keeps_serving(
+    server_factory: Start, line: bytes, req_id: Any
+) -> None:
+    """Regression: RecursionError ended the process."""
+    server = await server_factory()
+    await server.send_raw(line + b"\n")
+    error = await server.next_frame()
+    assert error["id"] == req_id
+    assert error["error"]["code"] == -32600
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    assert "result" in answer
+
+
+async def test_cancel_request_with_an_unhashable_request_id(server_factory: Start) -> None:
+    """Regression: `"requestId": []` raised TypeError and ended the process."""
+    server = await server_factory()
+    bad_ids: list[Any] = [[], {}, 1.5, True]
+    for bad in bad_ids:
+        await server.notify("$/cancel_request", {"requestId": bad})
+    answer = await server.request("$/cancel_request", {"requestId": {}})
+    assert answer["error"]["code"] == -32602
+    assert "requestId" in answer["error"]["message"]
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    assert "result" in answer
+
+
+async def test_session_cancel_with_a_wrong_session_id_type_is_ignored(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    """Regression (found by the wire fuzz): `"sessionId": []` raised TypeError in the handler,
+    which logged a traceback on stderr (an error in editors that show stderr)."""
+    server = await server_factory()
+    await server.handshake(str(tmp_path))
+    bad_ids: list[Any] = [[], {}, 5, None]
+    for bad in bad_ids:
+        await server.notify("session/cancel", {"sessionId": bad})
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    assert "result" in answer
+    await server.close_stdin()
+    assert await server.wait() == 0
+    assert await server.stderr_text() == ""
+
+
+@pytest.mark.parametrize(
+    ("head", "req_id"),
+    [
+        (b'{"jsonrpc":"2.0","id":"\\q","method":"initialize","params":{"x":"', None),
+        (b'{"jsonrpc":"2.0","id":"\\ud800","method":"initialize","params":{"x":"', "\ufffd"),
+        (b'{"jsonrpc":"2.0","id":31,"method":"initialize","params":{"x":"\\q', 31),
+    ],
+)
+async def test_over_limit_line_with_a_broken_escape_is_answered(
+    server_factory: Start, head: bytes, req_id: Any
+) -> None:
+    """Regression: building the "too long" answer raised on the escape."""
+    server = await server_factory(env={"ACP_SERVER_MAX_LINE_BYTES": "4096"})
+    await server.send_raw(head + b"y" * 5000 + b'"}}\n')
+    error = await server.next_frame()
+    assert error["id"] == req_id
+    assert error["error"]["code"] == -32600
+    assert "4,096 bytes" in error["error"]["message"]
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    assert "result" in answer
+
+
+# ----- end of input: finish what was received, then exit ----------------------------------------
+
+
+def request_line(req_id: int, method: str, params: dict[str, Any]) -> bytes:
+    frame = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}
+    return json.dumps(frame).encode() + b"\n"
+
+
+async def test_piped_requests_are_all_answered_at_end_of_input(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    """Regression: `printf '<initialize>\\n<session/new>\\n' | acp-server` answered session/new
+    with -32800: end of input cancelled what was still running."""
+    server = await server_factory()
+    await server.send_raw(
+        request_line(1, "initialize", {"protocolVersion": 1})
+        + request_line(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        + request_line(3, "session/list", {})
+    )
+    await server.close_stdin()
+    assert await server.wait() == 0
+    answers = {f["id"]: f for f in server.seen}
+    assert sorted(answers) == [1, 2, 3]
+    assert all("result" in a for a in answers.values()), answers
+    assert answers[2]["result"]["sessionId"]
+
+
+@pytest.mark.parametrize("needs_permission", [False, True])
+async def test_prompt_received_before_end_of_input_is_finished(
+    server_factory: Start, script: Any, tmp_path: Path, needs_permission: bool
+) -> None:
+    """A scripted conformance run: the prompt is written, stdin closed at once, answers read.
+    A permission request can get no answer after that: it fails at once, the turn ends."""
+    rounds: list[dict[str, Any]] = [{"text": "All done here.", "delay_ms": 20}]
+    if needs_permission:
+        command = {"name": "run_command", "arguments": {"command": "touch made.txt"}}
+        rounds.insert(0, {"tool_calls": [command]})
+    server = await server_factory("--script", str(script(rounds)))
+    session = await server.handshake(str(tmp_path))
+    req = server.next_id()
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+    await server.send_raw(request_line(req, "session/prompt", params))
+    await server.close_stdin()
+    assert await server.wait() == 0
+    answer = next(f for f in server.seen if f.get("id") == req and "method" not in f)
+    assert answer["result"] == {"stopReason": "end_turn"}
+    assert chunk_text(server.seen) == "All done here."
+    assert not (tmp_path / "made.txt").exists()
+    if needs_permission:
+        (failed,) = [
+            u
+            for u in updates_of(server.seen)
+            if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "failed"
+        ]
+        assert "closed the connection" in failed["content"][0]["content"]["text"]
+    assert await server.stderr_text() == ""
+
+
+async def test_sigterm_while_finishing_after_end_of_input_is_immediate(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    server = await server_factory("--script", str(script([{"text": SLOW_TEXT, "delay_ms": 200}])))
+    session = await server.handshake(str(tmp_path))
+    await prompt(server, session)
+    await server.close_stdin()
+    await server.until(lambda f: f.get("method") == "session/update")
+    started = time.monotonic()
+    server.terminate()
+    assert await server.wait(timeout=3) == 0
+    assert time.monotonic() - started < 1.0
+
+
+async def test_late_answer_to_a_cancelled_permission_request_is_not_a_warning(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    """Regression: the answer a client must send after a cancel was logged as a warning, which
+    editors such as agent-shell show as an error."""
+    command = {"name": "run_command", "arguments": {"command": "touch made.txt"}}
+    path = script([{"tool_calls": [command]}, {"text": "never"}])
+    server = await server_factory("--script", str(path), "--log-level", "warning")
+    session = await server.handshake(str(tmp_path))
+    req = await prompt(server, session)
+    frames = await server.until(lambda f: f.get("method") == "session/request_permission")
+    asked = frames[-1]
+    await server.notify("session/cancel", {"sessionId": session})
+    answer, _ = await server.response(req)
+    assert answer["result"] == {"stopReason": "cancelled"}
+    outcome = {"outcome": {"outcome": "cancelled"}}
+    await server.send({"jsonrpc": "2.0", "id": asked["id"], "result": outcome})
+    answer = await server.request("initialize", {"protocolVersion": 1})
+    await server.close_stdin()
+    assert await server.wait() == 0
+    assert await server.stderr_text() == ""
