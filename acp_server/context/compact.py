@@ -23,7 +23,7 @@ from typing import Literal
 
 from acp_server.context.fit import ContextBudget, Fit
 from acp_server.context.prune import prune_tool_outputs
-from acp_server.context.state import rebuild
+from acp_server.context.state import rebuild, round_starts
 from acp_server.context.summary import summary_request
 from acp_server.context.truncate import tail_start, truncate
 from acp_server.messages import Message, ModelRequest, ToolSpec
@@ -95,6 +95,8 @@ async def compact(
 ) -> Compaction:
     """Compact `history` so the request fits with a margin; see the module docstring."""
     fit = budget.fit(system, tools, history)
+    if fit.status == "too_large":  # nothing to gain: the caller tells the user fit.problem()
+        return Compaction(list(history), "none", fit.used, fit.used)
     plan = _Plan(fit, fit.budget - fit.system - fit.tools)
     est = budget.estimator
 
@@ -107,7 +109,10 @@ async def compact(
         return Compaction(pruned, "prune", fit.used, total(pruned))
     problems.append("pruning tool outputs did not free enough")
     user_chars = est.chars_for(plan.share(USER_SHARE))
-    split = tail_start(pruned, plan.share(TAIL_SHARE), est)
+    # The tail: the newest rounds within its share, and at least the newest round (the results
+    # the model asked for just now); truncation clips that round when even it is too large.
+    starts = round_starts(pruned)
+    split = min(tail_start(pruned, plan.share(TAIL_SHARE), est), starts[-1] if starts else 0)
     if split == 0:
         if manual:
             return Compaction(list(history), "none", fit.used, fit.used)

@@ -17,6 +17,7 @@ per-message memo.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -149,12 +150,16 @@ class ContextBudget:
         """After a model round, with the prompt tokens the server reported: run the
         silent-truncation guard (returns the window it was lowered to, for a warning), or
         learn the estimate's correction from the report (returns None)."""
-        sent = self.estimator.corrected(fit.raw_text)
+        est = self.estimator
+        # Never below the raw estimate: capped reports may have taught the factor down before
+        # the cut became obvious, which would hide it.
+        sent = math.ceil(fit.raw_text * max(est.factor, 1.0))
         kept = truncated_to(sent, reported_prompt_tokens)
         if kept is not None:
             self.window.lower(kept)
+            est.factor = max(est.factor, 1.0)  # what the capped reports taught is wrong
             return self.window.size
-        self.estimator.observe(fit.raw_text, reported_prompt_tokens)
+        est.observe(fit.raw_text, reported_prompt_tokens)
         return None
 
     def after_overflow(self, error: str, fit: Fit | None = None) -> Overflow | None:

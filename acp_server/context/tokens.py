@@ -32,7 +32,9 @@ IMAGE_TOKENS = 1000
 MESSAGE_OVERHEAD = 4  # role and framing tokens every chat template adds per message
 TOOL_OVERHEAD = 10  # per tool spec: the wrapper the server renders around it
 CALL_OVERHEAD_CHARS = 24  # per tool call: id, type and braces on the wire
-MIN_FACTOR, MAX_FACTOR = 0.5, 4.0
+# Real tokenizers land between ~4.4 characters a token (English prose) and ~1 (CJK, counted
+# by bytes here); below 0.8 a report is more likely a server that dropped part of the prompt.
+MIN_FACTOR, MAX_FACTOR = 0.8, 4.0
 MIN_SAMPLE = 100  # raw tokens below which a reported count says little about the ratio
 
 _Entry = tuple["weakref.ref[Message]", int, int]

@@ -176,3 +176,19 @@ def test_other_errors_change_nothing() -> None:
 def test_fit_is_a_value() -> None:
     fit = Fit(8192, 6144, 5222, 100, 200, 50, 1000, 1300)
     assert (fit.used, fit.fixed, fit.room) == (1300, 350, 4844)
+
+
+def test_capped_reports_do_not_hide_a_silent_truncation() -> None:
+    """A server that keeps 6,144 tokens reports 6,144 for every longer prompt: those reports
+    must not teach the estimate down so far that the guard misses the cut."""
+    budget = ContextBudget(Window(configured=32768))
+    hist: list[Message] = []
+    for n in range(200):
+        hist += turn(n, 3000)
+        fit = budget.fit("system", TOOLS, hist)
+        true_count = int(fit.raw_text * 1.1)
+        if budget.after_round(fit, min(true_count, 6144)) is not None:
+            break
+    assert true_count < 10_000  # caught early: the server had dropped about a third
+    assert budget.window.size == 6144
+    assert budget.estimator.factor >= 1.0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import gc
 
 from acp_server.context.tokens import (
     CHARS_PER_TOKEN,
@@ -83,8 +82,7 @@ def test_a_reused_id_never_returns_a_dead_messages_estimate() -> None:
     for n in range(200):  # ids of freed objects get reused; each must be counted afresh
         message = text_message("user", "x" * (35 * n))
         assert est.message(message)[0] == MESSAGE_OVERHEAD + n * 10
-        del message
-        gc.collect()
+        del message  # freed at once (reference counting); its id is free for the next one
     assert len(est._cache) <= 1  # entries go with their messages
 
 
@@ -93,12 +91,11 @@ def test_the_factor_rises_at_once_and_falls_halfway() -> None:
     est.observe(1000, 1500)
     assert est.factor == 1.5
     assert est.corrected(1000) == 1500
-    est.observe(1000, 500)
-    assert est.factor == 1.0
+    est.observe(1000, 900)
+    assert abs(est.factor - 1.2) < 1e-9
     est.observe(50, 5000)  # too small a sample to say anything
-    assert est.factor == 1.0
     est.observe(1000, 0)  # nothing reported
-    assert est.factor == 1.0
+    assert abs(est.factor - 1.2) < 1e-9
 
 
 def test_the_factor_is_clamped() -> None:
@@ -107,7 +104,7 @@ def test_the_factor_is_clamped() -> None:
     assert est.factor == 4.0
     for _ in range(20):
         est.observe(1000, 1)
-    assert est.factor >= 0.5
+    assert 0.8 <= est.factor < 0.81  # a count that low is a server that dropped part of the prompt
 
 
 def test_chars_for_inverts_the_corrected_estimate() -> None:
