@@ -25,6 +25,7 @@ from acp_server.context.fit import ContextBudget, Fit
 from acp_server.context.prune import prune_tool_outputs
 from acp_server.context.state import rebuild, round_starts
 from acp_server.context.summary import summary_request
+from acp_server.context.tokens import Estimator
 from acp_server.context.truncate import tail_start, truncate
 from acp_server.messages import Message, ModelRequest, ToolSpec
 
@@ -73,14 +74,34 @@ class _Plan:
     """Token amounts of one compaction, from the fit that asked for it."""
 
     fit: Fit
-    room: int  # budget minus system prompt and tools
+    est: Estimator
+
+    @property
+    def room(self) -> int:
+        """The budget minus the system prompt and tools: what messages may use."""
+        return self.fit.budget - self.fit.system - self.fit.tools
 
     def share(self, part: float) -> int:
         return max(int(self.room * part), 0)
 
     @property
     def goal(self) -> int:
+        """The whole request after a compaction, at most."""
         return self.fit.system + self.fit.tools + self.share(GOAL_SHARE)
+
+    @property
+    def user_chars(self) -> int:
+        return self.est.chars_for(self.share(USER_SHARE))
+
+    def total(self, messages: Sequence[Message]) -> int:
+        return self.fit.system + self.fit.tools + self.est.corrected(self.est.messages(messages))
+
+    def split(self, history: Sequence[Message]) -> int:
+        """Where the verbatim tail starts: the newest rounds within its share, and at least the
+        newest round (the results the model asked for just now; clipped if too large)."""
+        starts = round_starts(history)
+        newest = starts[-1] if starts else 0
+        return min(tail_start(history, self.share(TAIL_SHARE), self.est), newest)
 
 
 async def compact(
@@ -97,39 +118,58 @@ async def compact(
     fit = budget.fit(system, tools, history)
     if fit.status == "too_large":  # nothing to gain: the caller tells the user fit.problem()
         return Compaction(list(history), "none", fit.used, fit.used)
-    plan = _Plan(fit, fit.budget - fit.system - fit.tools)
-    est = budget.estimator
-
-    def total(messages: Sequence[Message]) -> int:
-        return fit.system + fit.tools + est.corrected(est.messages(messages))
-
-    problems: list[str] = []
-    pruned = prune_tool_outputs(history, est, plan.share(KEEP_OUTPUTS_SHARE))
-    if not manual and total(pruned) <= plan.goal and shrank(fit.used, total(pruned)):
-        return Compaction(pruned, "prune", fit.used, total(pruned))
-    problems.append("pruning tool outputs did not free enough")
-    user_chars = est.chars_for(plan.share(USER_SHARE))
-    # The tail: the newest rounds within its share, and at least the newest round (the results
-    # the model asked for just now); truncation clips that round when even it is too large.
-    starts = round_starts(pruned)
-    split = min(tail_start(pruned, plan.share(TAIL_SHARE), est), starts[-1] if starts else 0)
-    if split == 0:
-        if manual:
-            return Compaction(list(history), "none", fit.used, fit.used)
-        problems.append("the newest messages alone fill the room")
-    elif summarize is None or budget.summary_failures >= MAX_SUMMARY_FAILURES:
-        problems.append("the summary is skipped after repeated failures")
-    else:
-        text, why = await _summary(budget, pruned[:split], summarize, focus, plan)
-        rebuilt = rebuild(pruned, split, text, user_chars) if text else []
-        if text and total(rebuilt) <= plan.goal and shrank(total(pruned), total(rebuilt)):
-            budget.summary_failures = 0
-            return Compaction(rebuilt, "summary", fit.used, total(rebuilt), text or "")
-        budget.summary_failures += 1
-        problems.append(why or "the summary was not clearly smaller than what it replaced")
-    cut = truncate(pruned, plan.goal - fit.system - fit.tools, est, user_chars)
+    plan = _Plan(fit, budget.estimator)
+    pruned = prune_tool_outputs(history, plan.est, plan.share(KEEP_OUTPUTS_SHARE))
+    after = plan.total(pruned)
+    if not manual and after <= plan.goal and shrank(fit.used, after):
+        return Compaction(pruned, "prune", fit.used, after)
+    split = plan.split(pruned)
+    if split == 0 and manual:
+        return Compaction(list(history), "none", fit.used, fit.used)
+    problems = ["pruning tool outputs did not free enough"]
+    why = _skip_summary(budget, split, summarize)
+    if summarize is not None and not why:
+        rebuilt, text, why = await _summary_stage(budget, plan, pruned, split, summarize, focus)
+        if rebuilt is not None:
+            return Compaction(rebuilt, "summary", fit.used, plan.total(rebuilt), text)
+    problems.append(why)
+    cut = truncate(pruned, plan.goal - fit.system - fit.tools, plan.est, plan.user_chars)
     log.info("context: truncated the history (%s)", "; ".join(problems))
-    return Compaction(cut, "truncate", fit.used, total(cut), problems=tuple(problems))
+    return Compaction(cut, "truncate", fit.used, plan.total(cut), problems=tuple(problems))
+
+
+def _skip_summary(budget: ContextBudget, split: int, summarize: Summarize | None) -> str:
+    """Why the summary stage is skipped; "" when it runs."""
+    if split == 0:
+        return "the newest messages alone fill the room"
+    if summarize is None:
+        return "no summary round is available"
+    if budget.summary_failures >= MAX_SUMMARY_FAILURES:
+        return f"the summary failed {budget.summary_failures} times in a row"
+    return ""
+
+
+async def _summary_stage(
+    budget: ContextBudget,
+    plan: _Plan,
+    history: list[Message],
+    split: int,
+    summarize: Summarize,
+    focus: str,
+) -> tuple[list[Message] | None, str, str]:
+    """(the rebuilt history, the summary, "") or (None, "", why it is not used)."""
+    text, why = await _summary(budget, history[:split], summarize, focus, plan)
+    if text is not None:
+        rebuilt = rebuild(history, split, text, plan.user_chars)
+        if plan.total(rebuilt) > plan.goal:  # the newest round is large: clip it, keep the rest
+            room = plan.goal - plan.fit.system - plan.fit.tools
+            rebuilt = truncate(history, room, plan.est, plan.user_chars, text, floor=split)
+        if plan.total(rebuilt) <= plan.fit.budget:
+            budget.summary_failures = 0
+            return rebuilt, text, ""
+        why = "the summary and the kept state do not fit together"
+    budget.summary_failures += 1
+    return None, "", why
 
 
 async def _summary(
@@ -140,13 +180,9 @@ async def _summary(
     plan: _Plan,
 ) -> tuple[str | None, str]:
     """(the summary, "") or (None, why it failed). Cancellation propagates."""
-    request = summary_request(
-        older,
-        budget.estimator,
-        budget.window.budget,
-        min(budget.window.reply_reserve, max(plan.share(SUMMARY_SHARE), 64)),
-        focus,
-    )
+    est = budget.estimator
+    reply_tokens = min(budget.window.reply_reserve, max(plan.share(SUMMARY_SHARE), 64))
+    request = summary_request(older, est, budget.window.budget, reply_tokens, focus)
     try:
         text = await summarize(request)
     except Exception as exc:  # a failed round is a reason to fall back, never a failed turn
@@ -154,4 +190,9 @@ async def _summary(
         return None, f"the summary round failed: {exc}"
     if not text or not text.strip():
         return None, "the summary came back empty"
+    size = est.text(text)
+    if not shrank(est.messages(older), size):
+        return None, "the summary was not clearly shorter than what it replaced"
+    if est.corrected(size) > reply_tokens * 3 // 2:  # the server ignored max_tokens
+        return None, f"the summary was longer than the {reply_tokens:,} tokens asked for"
     return text.strip(), ""

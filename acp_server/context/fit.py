@@ -68,21 +68,25 @@ class Fit:
         """For a person: which fixed part is too large and by how much; None if it fits."""
         if self.fixed <= self.budget:
             return None
-        over = self.fixed - self.budget
         parts = {
             "your message": self.prompt,
-            "the tool descriptions": self.tools,
             "the system prompt": self.system,
+            "the tool descriptions": self.tools,
         }
         largest = max(parts, key=lambda name: parts[name])
+        others = [f"{name} ~{tokens:,}" for name, tokens in parts.items() if name != largest]
+        advice = (
+            "Shorten the message or attach less, or use a model with a larger context window."
+            if largest == "your message"
+            else "Use a model with a larger context window (or check --context-window)."
+        )
         return (
             f"This request cannot fit the model's context window of {self.window:,} tokens, "
-            f"even with the earlier conversation removed: {largest} alone takes about "
-            f"{parts[largest]:,} tokens (system prompt ~{self.system:,}, tool descriptions "
-            f"~{self.tools:,}, your message ~{self.prompt:,}; {self.window - self.budget:,} "
-            f"are kept free for the reply), about {over:,} tokens too many. Nothing was sent "
-            "and the conversation is unchanged. Shorten the message (or attach less), or use "
-            "a model with a larger context window (see --context-window)."
+            f"even with the earlier conversation removed: it needs about {self.fixed:,} tokens "
+            f"but only {self.budget:,} are available ({self.window - self.budget:,} are kept "
+            f"free for the reply), about {self.fixed - self.budget:,} too many. The largest "
+            f"part is {largest} (~{parts[largest]:,} tokens; {' and '.join(others)}). Nothing "
+            f"was sent and the conversation is unchanged. {advice}"
         )
 
 
@@ -172,8 +176,9 @@ class ContextBudget:
             self.estimator.observe(fit.raw_text, overflow.prompt_tokens)
         if overflow.window:
             self.window.lower(overflow.window)
-        elif fit is not None:  # it did not say: the window is below what we sent
-            self.window.lower(int(fit.used * 0.8))
+        elif overflow.prompt_tokens or fit is not None:  # it did not say: below what was sent
+            sent = overflow.prompt_tokens or (fit.used if fit is not None else 0)
+            self.window.lower(int(sent * 0.8))
         return overflow
 
     def _system_tokens(self, system: str) -> int:

@@ -72,10 +72,12 @@ def truncate(
     estimator: Estimator,
     user_chars: int,
     summary: str | None = None,
+    floor: int = 0,
 ) -> list[Message]:
     """`[placeholder with the kept state (or `summary`), the newest whole rounds]` within
-    `max_tokens` when at all possible (the state message itself is never cut)."""
-    starts = round_starts(history)
+    `max_tokens` when at all possible (the state message itself is never cut). The tail starts
+    at `floor` or later (a summary covers what is before it)."""
+    starts = [s for s in round_starts(history) if s >= floor]
 
     def fits(start: int) -> bool:
         out = rebuild(history, start, summary, user_chars)

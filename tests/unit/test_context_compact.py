@@ -322,3 +322,17 @@ async def test_silent_truncation_warns_once_and_later_requests_fit() -> None:
     assert loop.warnings == 1
     assert loop.server.sent[loop.warned_at - 1] > 6144  # the request it cut
     assert max(loop.server.sent[loop.warned_at :]) <= 6144
+
+
+async def test_a_large_newest_round_keeps_the_summary_and_is_clipped() -> None:
+    """Not the summary's fault: it stays, and the round the model just asked for is clipped."""
+    budget = ContextBudget(Window(configured=8192))
+    big = read_turn(99, chars=30_000)
+    hist = [*session(20), *big[:3]]
+    result = await run(budget, hist, Summaries(["Goal: read every file."]))
+    assert result.stage == "summary"
+    assert budget.summary_failures == 0
+    assert "Goal: read every file." in result.history[0].text
+    assert result.history[-1].tool_call_id == "r99" and "cut here" in result.history[-1].text
+    assert history_problems(result.history) == []
+    assert budget.fit(SYSTEM, TOOLS, result.history).status == "fits"

@@ -54,16 +54,18 @@ def test_fixed_parts_alone_too_large_is_an_error_naming_the_part() -> None:
     assert fit.status == "too_large"
     problem = fit.problem()
     assert problem is not None
-    assert "your message alone takes about" in problem
-    assert f"about {fit.fixed - fit.budget:,} tokens too many" in problem
-    assert "4,096" in problem
+    assert f"The largest part is your message (~{fit.prompt:,} tokens" in problem
+    assert f"about {fit.fixed - fit.budget:,} too many" in problem
+    assert "window of 4,096 tokens" in problem
+    assert "conversation is unchanged" in problem and "Shorten the message" in problem
 
 
 def test_a_huge_system_prompt_is_named() -> None:
     budget = ContextBudget(Window(configured=4096))
     fit = budget.fit("rules " * 3000, TOOLS, [text_message("user", "hi")])
     assert fit.status == "too_large"
-    assert "the system prompt alone" in (fit.problem() or "")
+    assert "The largest part is the system prompt" in (fit.problem() or "")
+    assert "larger context window" in (fit.problem() or "")
 
 
 def test_the_prompt_is_the_latest_user_message() -> None:
