@@ -63,8 +63,11 @@ class Window:
 def truncated_to(sent: int, reported: int) -> int | None:
     """The silent-truncation guard: when the server reports far fewer prompt tokens than were
     `sent` (below 70 % and at least 256 fewer), it dropped part of the prompt; the window to
-    lower to is what it kept. None when the report is plausible (or missing)."""
-    if reported <= 0:
+    lower to is what it kept. None when the report is plausible (or missing).
+
+    A count below `MIN_WINDOW` is never taken for a cut: no model keeps that little, but a
+    server with a prompt cache may count only the tokens it had to read anew (older Ollama)."""
+    if reported < MIN_WINDOW:
         return None
     if reported < sent * TRUNCATION_SHARE and sent - reported >= TRUNCATION_MIN_GAP:
         return reported

@@ -51,9 +51,11 @@ def test_lowering_only_ever_shrinks() -> None:
     [
         (13000, 6144, 6144),  # the server kept half: lower to what it kept
         (13000, 9200, None),  # 70.8 %: plausible disagreement between tokenizers
-        (800, 500, 500),  # 62.5 % and 300 fewer: both conditions hold
-        (600, 400, None),  # below 70 % but fewer than 256 tokens apart
+        (1000, 600, 600),  # 60 % and 400 fewer: both conditions hold
+        (1000, 750, None),  # 75 %: plausible
+        (800, 550, None),  # 69 % but only 250 tokens apart
         (13000, 0, None),  # nothing reported
+        (13000, 300, None),  # a prompt cache counting only the new tokens, not a 300-token model
     ],
 )
 def test_the_truncation_guard(sent: int, reported: int, lowered: int | None) -> None:
