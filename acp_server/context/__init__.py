@@ -10,6 +10,7 @@ loop uses it like this (see each module for the rules):
     budget.after_round(fit, usage.prompt_tokens)   # -> lowered window: warn once, compact next
     budget.after_overflow(error_text, fit)         # an overflow error: compact, retry once
     clip_result(text, fit.room, budget.estimator, tool_name)        # an oversized tool result
+    usage_update: used = reported prompt tokens or fit.used, size = fit.window
 """
 
 from acp_server.context.compact import Compaction, Summarize, compact, shrank

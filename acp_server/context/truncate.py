@@ -48,17 +48,12 @@ def clip_result(text: str, max_tokens: int, estimator: Estimator, tool_name: str
     return clipped
 
 
-def tail_start(
-    history: Sequence[Message], max_tokens: int, estimator: Estimator, floor: int = 0
-) -> int:
-    """Where the newest whole rounds within `max_tokens` (corrected) begin; never before
-    `floor`. `len(history)` when not even the newest round fits."""
+def tail_start(history: Sequence[Message], max_tokens: int, estimator: Estimator) -> int:
+    """Where the newest whole rounds within `max_tokens` (corrected) begin; `len(history)`
+    when not even the newest round fits."""
     start = len(history)
     total = 0
-    starts = round_starts(history)
-    for begin in reversed(starts):
-        if begin < floor:
-            break
+    for begin in reversed(round_starts(history)):
         total += estimator.messages(history[begin:start])
         if estimator.corrected(total) > max_tokens:
             break
