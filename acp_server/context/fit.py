@@ -1,0 +1,201 @@
+"""Pre-flight fit: will this request fit the window, and what to do if not.
+
+`ContextBudget` is a session's view of its context: the `Window`, the `Estimator`, and an
+incremental meter of the history. `fit(system, tools, history)` is called before every model
+request (tool rounds included) and answers with a `Fit`:
+
+- "fits": send it;
+- "compact": the request is above the compaction threshold (85 % of the budget, so the summary
+  request itself still fits): compact first;
+- "too_large": the fixed parts alone (system prompt, tool descriptions and the current prompt)
+  do not fit; no compaction can help, `problem()` says which part and by how much.
+
+The meter is incremental: history is append-only between compactions, so a fit after one new
+message only estimates that message; anything else (a rebuilt history) is re-summed from the
+per-message memo.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from acp_server.context.overflow import Overflow, parse_overflow
+from acp_server.context.tokens import Estimator
+from acp_server.context.window import Window, truncated_to
+from acp_server.messages import Message, ToolSpec
+
+FitStatus = Literal["fits", "compact", "too_large"]
+THRESHOLD = 0.85  # compact above this share of the budget
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One request measured against the window. Token counts are corrected estimates."""
+
+    window: int
+    budget: int  # window minus the reply reserve
+    threshold: int
+    system: int
+    tools: int
+    prompt: int  # the current prompt: the latest user message
+    history: int  # every message, the current prompt included
+    raw_text: int  # the raw estimate without image tokens (for the truncation guard)
+
+    @property
+    def used(self) -> int:
+        return self.system + self.tools + self.history
+
+    @property
+    def fixed(self) -> int:
+        """What no compaction can remove."""
+        return self.system + self.tools + self.prompt
+
+    @property
+    def room(self) -> int:
+        """Tokens left in the budget (negative when over)."""
+        return self.budget - self.used
+
+    @property
+    def status(self) -> FitStatus:
+        if self.fixed > self.budget:
+            return "too_large"
+        return "compact" if self.used > self.threshold else "fits"
+
+    def problem(self) -> str | None:
+        """For a person: which fixed part is too large and by how much; None if it fits."""
+        if self.fixed <= self.budget:
+            return None
+        parts = {
+            "your message": self.prompt,
+            "the system prompt": self.system,
+            "the tool descriptions": self.tools,
+        }
+        largest = max(parts, key=lambda name: parts[name])
+        others = [f"{name} ~{tokens:,}" for name, tokens in parts.items() if name != largest]
+        advice = (
+            "Shorten the message or attach less, or use a model with a larger context window."
+            if largest == "your message"
+            else "Use a model with a larger context window (or check --context-window)."
+        )
+        return (
+            f"This request cannot fit the model's context window of {self.window:,} tokens, "
+            f"even with the earlier conversation removed: it needs about {self.fixed:,} tokens "
+            f"but only {self.budget:,} are available ({self.window - self.budget:,} are kept "
+            f"free for the reply), about {self.fixed - self.budget:,} too many. The largest "
+            f"part is {largest} (~{parts[largest]:,} tokens; {' and '.join(others)}). Nothing "
+            f"was sent and the conversation is unchanged. {advice}"
+        )
+
+
+class _Meter:
+    """Running raw totals of a history, extended in place while it only grows."""
+
+    def __init__(self, estimator: Estimator) -> None:
+        self._estimator = estimator
+        self._seen: list[Message] = []
+        self.tokens = 0
+        self.images = 0
+        self.last_user = -1  # index of the latest user message, -1: none
+
+    def measure(self, history: list[Message]) -> None:
+        n = len(self._seen)
+        # `==` on lists compares by identity first, so an unchanged prefix costs a C loop.
+        if len(history) < n or history[:n] != self._seen:
+            self._seen, self.tokens, self.images, self.last_user, n = [], 0, 0, -1, 0
+        for index in range(n, len(history)):
+            message = history[index]
+            tokens, images = self._estimator.message(message)
+            self.tokens += tokens
+            self.images += images
+            if message.role == "user":
+                self.last_user = index
+        self._seen.extend(history[n:])
+
+
+class ContextBudget:
+    """A session's context: the window, the estimator, the meter and the summary failures."""
+
+    def __init__(
+        self,
+        window: Window | None = None,
+        estimator: Estimator | None = None,
+        threshold: float = THRESHOLD,
+    ) -> None:
+        self.window = window or Window()
+        self.estimator = estimator or Estimator()
+        self.threshold = threshold
+        self.summary_failures = 0  # consecutive failed summaries (reset by a good one)
+        self._meter = _Meter(self.estimator)
+        self._system: tuple[str, int] = ("", 0)
+        self._tools: tuple[tuple[ToolSpec, ...], int] = ((), 0)
+
+    def fit(self, system: str, tools: Sequence[ToolSpec], history: Sequence[Message]) -> Fit:
+        """Measure a request before it is sent."""
+        seq = history if isinstance(history, list) else list(history)
+        self._meter.measure(seq)
+        meter, est = self._meter, self.estimator
+        prompt = est.message(seq[meter.last_user])[0] if meter.last_user >= 0 else 0
+        budget = self.window.budget
+        return Fit(
+            window=self.window.size,
+            budget=budget,
+            threshold=int(budget * self.threshold),
+            system=est.corrected(self._system_tokens(system)),
+            tools=est.corrected(self._tool_tokens(tools)),
+            prompt=est.corrected(prompt),
+            history=est.corrected(meter.tokens),
+            raw_text=self._system[1] + self._tools[1] + meter.tokens - meter.images,
+        )
+
+    def after_round(self, fit: Fit, reported_prompt_tokens: int) -> int | None:
+        """After a model round, with the prompt tokens the server reported: run the
+        silent-truncation guard (returns the window it was lowered to, for a warning), or
+        learn the estimate's correction from the report (returns None)."""
+        est = self.estimator
+        # Never below the raw estimate: capped reports may have taught the factor down before
+        # the cut became obvious, which would hide it.
+        sent = math.ceil(fit.raw_text * max(est.factor, 1.0))
+        kept = truncated_to(sent, reported_prompt_tokens)
+        if kept is not None:
+            self.window.lower(kept)
+            est.factor = max(est.factor, 1.0)  # what the capped reports taught is wrong
+            return self.window.size
+        est.observe(fit.raw_text, reported_prompt_tokens)
+        return None
+
+    def after_overflow(self, error: str, fit: Fit | None = None) -> Overflow | None:
+        """After an error from the server: when it is a context overflow, learn the window
+        (from the error, or below what was sent) and the correction; None when it is not."""
+        overflow = parse_overflow(error)
+        if overflow is None:
+            return None
+        if overflow.prompt_tokens and fit is not None:
+            self.estimator.observe(fit.raw_text, overflow.prompt_tokens)
+        if overflow.window:
+            self.window.lower(overflow.window)
+        elif overflow.prompt_tokens or fit is not None:  # it did not say: below what was sent
+            sent = overflow.prompt_tokens or (fit.used if fit is not None else 0)
+            self.window.lower(int(sent * 0.8))
+        return overflow
+
+    def _system_tokens(self, system: str) -> int:
+        cached = self._system[0]
+        if system is not cached and system != cached:
+            self._system = (system, self.estimator.text(system) if system else 0)
+        return self._system[1]
+
+    def _tool_tokens(self, tools: Sequence[ToolSpec]) -> int:
+        cached = self._tools[0]
+        same = len(tools) == len(cached) and all(
+            a is b
+            or (
+                a.name == b.name and a.description == b.description and a.parameters is b.parameters
+            )
+            for a, b in zip(tools, cached, strict=True)
+        )
+        if not same:
+            self._tools = (tuple(tools), self.estimator.tools(tools))
+        return self._tools[1]

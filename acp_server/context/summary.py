@@ -1,0 +1,142 @@
+"""Compaction stage (b): the summary request, built from a plain-text transcript.
+
+The older part of the conversation goes to the model as ONE user message of plain text: tool
+calls written as prose ("called read_file({...})"), results as "tool result: ...", images as a
+note. No `tools`, no tool-role messages, no tool-call shapes: strict endpoints reject tool
+shapes offered without a schema, which would make compaction fail forever in any session that
+ran a tool. The transcript is capped by cutting its *middle* on line boundaries, so how the
+conversation started and where it stands both survive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+from acp_server.context.state import IMAGE_NOTE, is_state_message
+from acp_server.context.tokens import MESSAGE_OVERHEAD, Estimator
+from acp_server.messages import Message, ModelRequest, TextPart
+
+RESULT_CHARS = 4000  # one tool result in the transcript, before the overall cap
+ARGS_CHARS = 600  # one call's arguments in the transcript
+HEAD_SHARE = 0.35  # of a capped text, the share kept from the start (the rest from the end)
+
+SUMMARY_SYSTEM = (
+    "You summarize a conversation between a user and a coding assistant so the assistant can "
+    "continue the work after the older messages are removed. You only write the summary; "
+    "you do not continue the conversation and you do not call tools."
+)
+SUMMARY_INSTRUCTIONS = """\
+Below is the older part of the conversation, as a transcript. Write a summary the assistant \
+will read instead of it. Be concise and concrete (names of files, functions, commands, errors). \
+Use these sections:
+
+1. Goal: what the user wants done overall.
+2. The user's instructions and constraints: every rule, preference or limit the user gave, \
+as close to their words as possible.
+3. Decisions: what was decided and why.
+4. Progress: what is done, what was tried and failed, what is in progress.
+5. Next step: the exact next action.
+
+Write only the summary."""
+
+
+def transcript(messages: Sequence[Message]) -> str:
+    """The conversation as plain text: one or more lines per message, no tool shapes."""
+    lines: list[str] = []
+    for message in messages:
+        if is_state_message(message):
+            lines.append(f"Summary of the conversation before this point:\n{message.text}")
+        elif message.role == "tool":
+            lines.append(f"Tool result: {cut_middle(message.text, RESULT_CHARS)}")
+        else:
+            lines.extend(_spoken(message))
+    return "\n".join(lines)
+
+
+def _spoken(message: Message) -> list[str]:
+    speaker = {"user": "User", "assistant": "Assistant", "system": "System"}[message.role]
+    lines: list[str] = []
+    text = "".join(
+        p.text if isinstance(p, TextPart) else f" {IMAGE_NOTE} " for p in message.content
+    )
+    if text.strip():
+        lines.append(f"{speaker}: {text.strip()}")
+    for call in message.tool_calls:
+        args = call.invalid_arguments or json.dumps(call.arguments, ensure_ascii=False)
+        if len(args) > ARGS_CHARS:
+            args = args[: ARGS_CHARS - 1] + "…"
+        lines.append(f"{speaker} called {call.name}({args})")
+    return lines
+
+
+def cut_middle(
+    text: str,
+    max_chars: int,
+    head_share: float = HEAD_SHARE,
+    marker: Callable[[int, int], str] | None = None,
+) -> str:
+    """`text` within `max_chars`: whole lines from the start and from the end, the middle
+    replaced by one marker line (`marker(lines_cut, chars_cut)`). A line longer than its share
+    is cut inside, the only way such text fits."""
+    if len(text) <= max_chars:
+        return text
+    make = marker or _omitted
+    room = max(max_chars - len(make(10**6, 10**9)) - 2, 0)
+    lines = text.split("\n")
+    head, head_chars = _take(lines, int(room * head_share))
+    tail, _ = _take(lines[len(head) :][::-1], room - head_chars)
+    tail.reverse()
+    if not head and not tail:  # one enormous line: cut characters
+        keep = int(room * head_share)
+        cut = len(text) - room
+        return text[:keep] + "\n" + make(1, cut) + "\n" + text[len(text) - (room - keep) :]
+    cut_lines = lines[len(head) : len(lines) - len(tail)]
+    cut_chars = sum(len(line) + 1 for line in cut_lines)
+    return "\n".join([*head, make(len(cut_lines), cut_chars), *tail])
+
+
+def _take(lines: list[str], chars: int) -> tuple[list[str], int]:
+    taken: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > chars:
+            break
+        taken.append(line)
+        used += len(line) + 1
+    return taken, used
+
+
+def _omitted(lines: int, chars: int) -> str:
+    return f"[... {lines:,} lines ({chars:,} characters) omitted here ...]"
+
+
+def summary_request(
+    older: Sequence[Message],
+    estimator: Estimator,
+    budget: int,
+    reply_tokens: int,
+    focus: str = "",
+) -> ModelRequest:
+    """The tool-free request that summarizes `older`, fitted to `budget` tokens (the window
+    minus `reply_tokens`, the room left for the summary itself)."""
+    instructions = SUMMARY_INSTRUCTIONS
+    if focus.strip():
+        instructions += f"\n\nThe user asked the summary to focus on: {focus.strip()}"
+    fixed = estimator.corrected(
+        estimator.text(SUMMARY_SYSTEM) + estimator.text(instructions) + 2 * MESSAGE_OVERHEAD + 8
+    )
+    full = transcript(older)
+    room = max(budget - fixed, 0)
+    cap = estimator.chars_for(room)
+    text = cut_middle(full, cap)
+    tokens = estimator.corrected(estimator.text(text))
+    if tokens > room:  # dense text (non-ASCII counts by bytes): cut again in proportion
+        text = cut_middle(full, int(cap * room / tokens * 0.95))
+    body = f"{instructions}\n\n<transcript>\n{text}\n</transcript>"
+    return ModelRequest(
+        messages=(Message("user", (TextPart(body),)),),
+        tools=(),
+        system=SUMMARY_SYSTEM,
+        max_tokens=reply_tokens,
+    )

@@ -1,0 +1,196 @@
+"""The pre-flight fit: statuses, the person-facing problem, the incremental meter, learning."""
+
+from __future__ import annotations
+
+import json
+
+from acp_server.context.fit import ContextBudget, Fit
+from acp_server.context.tokens import Estimator
+from acp_server.context.window import Window
+from acp_server.messages import Message, ToolCall, ToolSpec, text_message
+
+TOOLS = (ToolSpec("read_file", "Read a file.", {"type": "object"}),)
+
+
+def turn(n: int, output_chars: int = 700) -> list[Message]:
+    call = ToolCall(f"c{n}", "read_file", {"path": f"f{n}.py"})
+    return [
+        text_message("user", f"request {n}"),
+        Message("assistant", tool_calls=(call,)),
+        text_message("tool", "x" * output_chars, tool_call_id=f"c{n}"),
+        text_message("assistant", f"answer {n}"),
+    ]
+
+
+def history(turns: int, output_chars: int = 700) -> list[Message]:
+    return [m for n in range(turns) for m in turn(n, output_chars)]
+
+
+def reference_tokens(est: Estimator, messages: list[Message]) -> int:
+    return est.corrected(sum(est._count(m)[0] for m in messages))
+
+
+def test_a_small_request_fits() -> None:
+    budget = ContextBudget(Window(configured=8192))
+    fit = budget.fit("system", TOOLS, history(2))
+    assert fit.status == "fits"
+    assert fit.budget == 6144
+    assert fit.threshold == int(6144 * 0.85)
+    assert fit.used == fit.system + fit.tools + fit.history
+    assert fit.problem() is None
+
+
+def test_above_the_threshold_asks_for_compaction() -> None:
+    budget = ContextBudget(Window(configured=8192))
+    fit = budget.fit("system", TOOLS, history(40))
+    assert fit.used > fit.threshold
+    assert fit.status == "compact"
+
+
+def test_fixed_parts_alone_too_large_is_an_error_naming_the_part() -> None:
+    budget = ContextBudget(Window(configured=4096))
+    hist = [*history(2), text_message("user", "paste " * 4000)]
+    fit = budget.fit("system", TOOLS, hist)
+    assert fit.status == "too_large"
+    problem = fit.problem()
+    assert problem is not None
+    assert f"The largest part is your message (~{fit.prompt:,} tokens" in problem
+    assert f"about {fit.fixed - fit.budget:,} too many" in problem
+    assert "window of 4,096 tokens" in problem
+    assert "conversation is unchanged" in problem and "Shorten the message" in problem
+
+
+def test_a_huge_system_prompt_is_named() -> None:
+    budget = ContextBudget(Window(configured=4096))
+    fit = budget.fit("rules " * 3000, TOOLS, [text_message("user", "hi")])
+    assert fit.status == "too_large"
+    assert "The largest part is the system prompt" in (fit.problem() or "")
+    assert "larger context window" in (fit.problem() or "")
+
+
+def test_the_prompt_is_the_latest_user_message() -> None:
+    budget = ContextBudget()
+    hist = [*history(3), text_message("user", "y" * 3500)]
+    fit = budget.fit("", (), hist)
+    assert fit.prompt == budget.estimator.message(hist[-1])[0]
+    hist += turn(9)[1:]  # a tool round of the same turn: the prompt stays the same message
+    fit = budget.fit("", (), hist)
+    assert fit.prompt == budget.estimator.message(hist[-4])[0]
+
+
+def test_incremental_fit_matches_a_fresh_count() -> None:
+    budget = ContextBudget()
+    hist = history(10)
+    for n in range(10, 20):
+        for message in turn(n):
+            hist.append(message)
+            fit = budget.fit("system", TOOLS, hist)
+            assert fit.history == reference_tokens(budget.estimator, hist)
+
+
+def test_a_rebuilt_history_is_recounted() -> None:
+    budget = ContextBudget()
+    hist = history(10)
+    budget.fit("", (), hist)
+    shorter = hist[8:]
+    assert budget.fit("", (), shorter).history == reference_tokens(budget.estimator, shorter)
+    replaced = [*hist[:5], text_message("tool", "short", tool_call_id="c1"), *hist[6:]]
+    assert budget.fit("", (), replaced).history == reference_tokens(budget.estimator, replaced)
+    assert budget.fit("", (), tuple(hist)).history == reference_tokens(budget.estimator, hist)
+
+
+def test_system_and_tools_are_recounted_when_they_change() -> None:
+    budget = ContextBudget()
+    hist = history(1)
+    first = budget.fit("short", TOOLS, hist)
+    longer = budget.fit("much longer system prompt " * 20, TOOLS, hist)
+    assert longer.system > first.system
+    more = (*TOOLS, ToolSpec("grep", "Search " * 100, {"type": "object"}))
+    assert budget.fit("short", more, hist).tools > first.tools
+    assert budget.fit("short", TOOLS, hist).tools == first.tools
+
+
+def test_after_round_learns_the_correction() -> None:
+    budget = ContextBudget()
+    hist = history(10)
+    fit = budget.fit("system", TOOLS, hist)
+    assert budget.after_round(fit, int(fit.raw_text * 1.3)) is None
+    assert abs(budget.estimator.factor - 1.3) < 0.001
+    again = budget.fit("system", TOOLS, hist)
+    assert again.history > fit.history
+
+
+def test_after_round_guards_against_silent_truncation() -> None:
+    budget = ContextBudget(Window(configured=32768))
+    hist = history(60)
+    fit = budget.fit("system", TOOLS, hist)
+    assert fit.used > 13000
+    assert budget.after_round(fit, 6144) == 6144
+    assert budget.window.size == 6144
+    assert budget.estimator.factor == 1.0  # a truncated count teaches nothing about tokens
+    assert budget.fit("system", TOOLS, hist).status == "compact"
+
+
+def test_images_do_not_trigger_the_guard() -> None:
+    """Servers count images far below our flat 1,000; only text is compared."""
+    from acp_server.messages import ImagePart, TextPart
+
+    budget = ContextBudget(Window(configured=32768))
+    image = ImagePart("aGVsbG8=", "image/png")
+    hist = [Message("user", (TextPart("what is in these? " * 50), *[image] * 8))]
+    fit = budget.fit("system", TOOLS, hist)
+    assert budget.after_round(fit, fit.raw_text + 8 * 85) is None
+    assert budget.window.size == 32768
+
+
+def test_an_overflow_error_teaches_the_window_and_the_correction() -> None:
+    budget = ContextBudget(Window(configured=32768))
+    hist = history(40)
+    fit = budget.fit("system", TOOLS, hist)
+    body = {
+        "error": {
+            "message": "request exceeds the available context size",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": int(fit.raw_text * 1.25),
+            "n_ctx": 8192,
+        }
+    }
+    overflow = budget.after_overflow(json.dumps(body), fit)
+    assert overflow is not None and overflow.window == 8192
+    assert budget.window.size == 8192
+    assert abs(budget.estimator.factor - 1.25) < 0.001
+
+
+def test_an_overflow_without_numbers_lowers_below_what_was_sent() -> None:
+    budget = ContextBudget(Window(configured=32768))
+    fit = budget.fit("system", TOOLS, history(40))
+    assert budget.after_overflow("input length exceeds the context length", fit) is not None
+    assert budget.window.size < fit.used
+
+
+def test_other_errors_change_nothing() -> None:
+    budget = ContextBudget(Window(configured=32768))
+    fit = budget.fit("system", TOOLS, history(4))
+    assert budget.after_overflow("HTTP 500 Internal Server Error", fit) is None
+    assert budget.window.size == 32768
+
+
+def test_fit_is_a_value() -> None:
+    fit = Fit(8192, 6144, 5222, 100, 200, 50, 1000, 1300)
+    assert (fit.used, fit.fixed, fit.room) == (1300, 350, 4844)
+
+
+def test_capped_reports_do_not_hide_a_silent_truncation() -> None:
+    """A server that keeps 6,144 tokens reports 6,144 for every longer prompt: those reports
+    must not teach the estimate down so far that the guard misses the cut."""
+    budget = ContextBudget(Window(configured=32768))
+    hist: list[Message] = []
+    for n in range(200):
+        hist += turn(n, 3000)
+        fit = budget.fit("system", TOOLS, hist)
+        true_count = int(fit.raw_text * 1.1)
+        if budget.after_round(fit, min(true_count, 6144)) is not None:
+            break
+    assert true_count < 10_000  # caught early: the server had dropped about a third
+    assert budget.window.size == 6144
+    assert budget.estimator.factor >= 1.0

@@ -1,0 +1,91 @@
+"""The compact tool profile for small windows: measured, within a quarter of the window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from acp_server import schemas
+from acp_server.context.profile import (
+    LEAVE_OUT_ORDER,
+    SMALL_WINDOW,
+    apply_profile,
+    choose_profile,
+    first_sentence,
+    shorten,
+)
+from acp_server.context.tokens import Estimator
+from acp_server.messages import ToolSpec
+from acp_server.session import system_prompt
+from acp_server.tools.registry import default_tools
+
+CORE = {"read_file", "edit_file", "run_command"}
+
+
+def real_tools() -> tuple[ToolSpec, ...]:
+    return tuple(
+        ToolSpec(t.name, t.description, schemas.load(f"tools/{t.name}.json"))
+        for t in default_tools()
+    )
+
+
+def real_system() -> str:
+    return system_prompt(Path("/work/project"), ())
+
+
+def test_large_windows_get_the_full_profile() -> None:
+    tools = real_tools()
+    profile = choose_profile(SMALL_WINDOW, real_system(), tools, Estimator())
+    assert not profile.compact and profile.leave_out == ()
+    assert profile.fixed_tokens == profile.full_tokens
+    assert apply_profile(profile, tools) == tools
+
+
+@pytest.mark.parametrize("window", [2048, 4096, 6144])
+def test_small_windows_keep_the_fixed_part_within_a_quarter(window: int) -> None:
+    est = Estimator()
+    tools = real_tools()
+    profile = choose_profile(window, real_system(), tools, est)
+    assert profile.compact
+    assert profile.fixed_tokens < profile.full_tokens
+    offered = apply_profile(profile, tools)
+    assert {t.name for t in offered} >= CORE
+    assert set(profile.leave_out) <= set(LEAVE_OUT_ORDER)
+    measured = est.corrected(est.text(real_system()) + est.tools(offered))
+    assert measured == profile.fixed_tokens
+    if window >= 4096:
+        assert profile.within_limit, profile.describe()
+
+
+@pytest.mark.parametrize("window", [4096, 6144])
+def test_tools_are_left_out_only_as_far_as_needed(window: int) -> None:
+    est = Estimator()
+    tools = real_tools()
+    profile = choose_profile(window, real_system(), tools, est)
+    assert profile.leave_out == LEAVE_OUT_ORDER[: len(profile.leave_out)]
+    one_more = [shorten(t) for t in tools if t.name not in profile.leave_out[:-1]]
+    assert est.corrected(est.text(real_system()) + est.tools(one_more)) > profile.limit
+
+
+def test_shorten_keeps_the_schema_and_drops_examples_and_defaults() -> None:
+    grep = next(t for t in real_tools() if t.name == "grep")
+    short = shorten(grep)
+    assert short.name == "grep"
+    assert short.parameters["required"] == grep.parameters["required"]
+    assert set(short.parameters["properties"]) == set(grep.parameters["properties"])
+    text = str(short.parameters)
+    assert "default" not in text and "$schema" not in text
+    assert len(str(short)) < len(str(grep))
+    pattern = short.parameters["properties"]["pattern"]["description"]
+    assert pattern.startswith("Python regular expression") and "Escape" not in pattern
+
+
+def test_first_sentence_is_not_fooled_by_abbreviations() -> None:
+    assert first_sentence("Matches (e.g. `a.b`). Then more.") == "Matches (e.g. `a.b`)."
+    assert first_sentence("One line only") == "One line only"
+
+
+def test_describe_is_for_the_log_and_the_meter() -> None:
+    line = choose_profile(4096, real_system(), real_tools(), Estimator()).describe()
+    assert "compact profile" in line and "left out" in line and "fixed part" in line

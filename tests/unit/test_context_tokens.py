@@ -1,0 +1,114 @@
+"""Token estimates: what is counted, how it is memoized, how the server's count corrects it."""
+
+from __future__ import annotations
+
+import base64
+
+from acp_server.context.tokens import (
+    CHARS_PER_TOKEN,
+    IMAGE_TOKENS,
+    MESSAGE_OVERHEAD,
+    Estimator,
+)
+from acp_server.messages import ImagePart, Message, TextPart, ToolCall, ToolSpec, text_message
+
+
+def test_text_counts_about_chars_per_token() -> None:
+    est = Estimator()
+    assert est.text("x" * 3500) == 1000
+    assert est.message(text_message("user", "x" * 3500)) == (1000 + MESSAGE_OVERHEAD, 0)
+
+
+def test_non_ascii_text_counts_by_bytes() -> None:
+    est = Estimator()
+    assert est.text("漢" * 350) == est.text("x" * 1050)
+
+
+def test_an_image_counts_by_number_not_base64_size() -> None:
+    est = Estimator()
+    small = ImagePart(base64.b64encode(b"x" * 100).decode(), "image/png")
+    large = ImagePart(base64.b64encode(b"x" * 1_000_000).decode(), "image/png")
+    one = est.message(Message("user", (TextPart("look"), small)))
+    same = est.message(Message("user", (TextPart("look"), large)))
+    two = est.message(Message("user", (TextPart("look"), small, large)))
+    assert one == same
+    assert one[1] == IMAGE_TOKENS
+    assert two[0] - one[0] == IMAGE_TOKENS
+    assert two[1] == 2 * IMAGE_TOKENS
+
+
+def test_tool_call_arguments_are_counted() -> None:
+    est = Estimator()
+    bare = Message("assistant", tool_calls=(ToolCall("c1", "write_file", {"path": "a"}),))
+    content = {"path": "a", "content": "y" * 7000}
+    big = Message("assistant", tool_calls=(ToolCall("c1", "write_file", content),))
+    invalid = Message("assistant", tool_calls=(ToolCall("c1", "write_file", {}, "z" * 3500),))
+    assert est.message(big)[0] - est.message(bare)[0] >= 7000 / CHARS_PER_TOKEN
+    assert est.message(invalid)[0] >= 1000
+
+
+def test_tool_specs_are_counted_with_their_schemas() -> None:
+    est = Estimator()
+    plain = ToolSpec("grep", "Search.", {"type": "object"})
+    described = ToolSpec(
+        "grep", "Search.", {"type": "object", "properties": {"p": {"description": "d" * 3500}}}
+    )
+    assert est.tools([plain]) > 0
+    assert est.tools([described]) - est.tools([plain]) >= 1000
+    assert est.tools([plain, described]) == est.tools([plain]) + est.tools([described])
+
+
+def test_estimates_are_memoized_per_message_instance() -> None:
+    calls = 0
+
+    class Counting(Estimator):
+        def _count(self, message: Message) -> tuple[int, int]:
+            nonlocal calls
+            calls += 1
+            return super()._count(message)
+
+    est = Counting()
+    message = text_message("user", "hello")
+    twin = text_message("user", "hello")  # equal, but another object
+    est.message(message)
+    est.message(message)
+    assert calls == 1
+    est.message(twin)
+    assert calls == 2
+
+
+def test_a_reused_id_never_returns_a_dead_messages_estimate() -> None:
+    est = Estimator()
+    for n in range(200):  # ids of freed objects get reused; each must be counted afresh
+        message = text_message("user", "x" * (35 * n))
+        assert est.message(message)[0] == MESSAGE_OVERHEAD + n * 10
+        del message  # freed at once (reference counting); its id is free for the next one
+    assert len(est._cache) <= 1  # entries go with their messages
+
+
+def test_the_factor_rises_at_once_and_falls_halfway() -> None:
+    est = Estimator()
+    est.observe(1000, 1500)
+    assert est.factor == 1.5
+    assert est.corrected(1000) == 1500
+    est.observe(1000, 900)
+    assert abs(est.factor - 1.2) < 1e-9
+    est.observe(50, 5000)  # too small a sample to say anything
+    est.observe(1000, 0)  # nothing reported
+    assert abs(est.factor - 1.2) < 1e-9
+
+
+def test_the_factor_is_clamped() -> None:
+    est = Estimator()
+    est.observe(1000, 100_000)
+    assert est.factor == 4.0
+    for _ in range(20):
+        est.observe(1000, 1)
+    assert 0.8 <= est.factor < 0.81  # a count that low is a server that dropped part of the prompt
+
+
+def test_chars_for_inverts_the_corrected_estimate() -> None:
+    est = Estimator()
+    est.observe(1000, 2000)
+    chars = est.chars_for(500)
+    assert est.corrected(est.text("x" * chars)) <= 501
