@@ -27,14 +27,17 @@ import json
 import os
 import re
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from acp_server.tools.base import Effect, Permit
+from acp_server.config import data_dir
 
 Mode = Literal["ask", "accept_edits", "plan", "bypass"]
 Verdict = Literal["allow", "ask", "deny"]
+# What a call does, for the rules: reads run inside the roots, edits and commands depend on
+# the mode, "think" (plans) always runs. Each tool declares one.
+Effect = Literal["read", "edit", "execute", "think"]
 
 MODES: tuple[tuple[Mode, str, str], ...] = (
     ("ask", "Ask", "Reads inside the project run; edits and commands ask first."),
@@ -50,6 +53,18 @@ PLAN_REFUSAL = (
 )
 _SUBCOMMAND = re.compile(r"[A-Za-z][\w:.-]*")
 _SHELL_SPECIAL = re.compile(r"[;&|<>`\n]|\$\(")
+
+
+@dataclass(frozen=True)
+class Permit:
+    """What a call is about to do, for the permission decision and the request the user sees."""
+
+    paths: tuple[Path, ...] = ()
+    command: str | None = None  # the real command line, shown to the user as is
+    cwd: Path | None = None  # where a command runs
+    preview: list[dict[str, Any]] = field(default_factory=list)  # e.g. a diff
+    # Overrides the tool's effect: an edit tool reading the old text first asks as a read.
+    effect: Effect | None = None
 
 
 @dataclass(frozen=True)
@@ -157,7 +172,7 @@ class RuleStore:
 
     @property
     def path(self) -> Path:
-        base = self._data_dir or default_data_dir()
+        base = self._data_dir or data_dir()
         digest = hashlib.sha256(str(self.project).encode()).hexdigest()[:24]
         return base / "permissions" / f"{digest}.json"
 
@@ -175,15 +190,6 @@ class RuleStore:
         tmp = target.with_suffix(".tmp")
         tmp.write_text(json.dumps(body, indent=2), encoding="utf-8")
         os.replace(tmp, target)
-
-
-def default_data_dir() -> Path:
-    configured = os.environ.get("ACP_SERVER_DATA_DIR")
-    if configured:
-        return Path(configured)
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("acp-server", appauthor=False))
 
 
 class Permissions:

@@ -169,11 +169,11 @@ class AcpAgent:
     def store(self) -> Store | None:
         """The durable session store, opened on first use; None if it cannot be opened."""
         if self._store is None and not self._store_failed:
-            from acp_server.permissions import default_data_dir
+            from acp_server.config import store_path
             from acp_server.store import Store
 
             try:
-                self._store = Store(default_data_dir() / "sessions.sqlite3")
+                self._store = Store(store_path())
             except Exception:
                 log.exception("the session store cannot be opened; sessions will not be saved")
                 self._store_failed = True

@@ -24,19 +24,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+from acp_server.config import store_path
 from acp_server.export import local_time, render_json, render_markdown
-from acp_server.permissions import default_data_dir
 from acp_server.store import SessionRow, Store
 
 DEFAULT_LIMIT = 50
-STORE_FILE = "sessions.sqlite3"
 PROG = "acp-server sessions"
 LIST_USAGE = "list [--cwd DIR] [--limit N]"
 EXPORT_USAGE = "export ID [--format markdown|json] [-o FILE]"
-
-
-def store_path() -> Path:
-    return default_data_dir() / STORE_FILE
 
 
 def build_parser() -> argparse.ArgumentParser:

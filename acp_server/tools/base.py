@@ -21,15 +21,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from acp_server.clientapi import ClientApi
+from acp_server.permissions import Effect, Permit
 from acp_server.updates import text_content as text_content  # re-exported for the tools
 
 log = logging.getLogger(__name__)
 
 CLEANUP_SECONDS = 5.0  # bound on one cleanup step (kill, release, reap), also while cancelled
 
-# What a call does, for the permission rules: reads run inside the roots, edits and commands
-# depend on the mode, "think" (plans) always runs.
-Effect = Literal["read", "edit", "execute", "think"]
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
 ]
@@ -56,18 +54,6 @@ class ToolOutcome:
     raw_output: Any = None
     # Where the call ended up (e.g. the first changed line), for follow-along editors.
     locations: list[dict[str, Any]] | None = None
-
-
-@dataclass(frozen=True)
-class Permit:
-    """What a call is about to do, for the permission decision and the request the user sees."""
-
-    paths: tuple[Path, ...] = ()
-    command: str | None = None  # the real command line, shown to the user as is
-    cwd: Path | None = None  # where a command runs
-    preview: list[dict[str, Any]] = field(default_factory=list)  # e.g. a diff
-    # Overrides the tool's effect: an edit tool reading the old text first asks as a read.
-    effect: Effect | None = None
 
 
 @dataclass(frozen=True)

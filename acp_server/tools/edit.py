@@ -13,8 +13,8 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from acp_server.permissions import Permit
 from acp_server.tools.base import (
-    Permit,
     Presentation,
     Tool,
     ToolContext,

@@ -16,9 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from acp_server.permissions import inside_roots
+from acp_server.permissions import Permit, inside_roots
 from acp_server.tools.base import (
-    Permit,
     Presentation,
     Tool,
     ToolContext,

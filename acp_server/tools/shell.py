@@ -25,8 +25,8 @@ from typing import Any
 from acp_server import redaction
 from acp_server.clientapi import ClientApi
 from acp_server.markdown import fence, inline_code
+from acp_server.permissions import Permit
 from acp_server.tools.base import (
-    Permit,
     Presentation,
     Tool,
     ToolContext,

@@ -19,11 +19,10 @@ from acp_server.clientapi import ClientApi, ClientRequestFailed
 from acp_server.errors import ConnectionClosed
 from acp_server.markdown import fence, inline_code
 from acp_server.messages import ToolCall, ToolSpec
-from acp_server.permissions import Permissions, inside_roots, rule_for
+from acp_server.permissions import Permissions, Permit, inside_roots, rule_for
 from acp_server.tools.base import (
     CancelledByUser,
     Emit,
-    Permit,
     Tool,
     ToolContext,
     ToolFailure,

@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 
 from acp_server.permissions import (
+    Effect,
     Mode,
     Permissions,
+    Permit,
     Rule,
     RuleStore,
     command_words,
     decide,
     rule_for,
 )
-from acp_server.tools.base import Effect, Permit
 
 # (mode, effect, where) -> verdict, written out from the documented table (README).
 EXPECTED: dict[tuple[Mode, Effect, str], str] = {

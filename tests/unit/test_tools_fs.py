@@ -17,7 +17,8 @@ from jsonschema import Draft202012Validator
 
 from acp_server import schemas
 from acp_server.clientapi import ClientApi, ClientRequestFailed, NoClient
-from acp_server.tools.base import Permit, Tool, ToolContext, ToolFailure, ToolOutcome
+from acp_server.permissions import Permit
+from acp_server.tools.base import Tool, ToolContext, ToolFailure, ToolOutcome
 from acp_server.tools.edit import EDIT_FILE, first_changed_line
 from acp_server.tools.fs import LIST_DIRECTORY, READ_FILE, WRITE_FILE
 

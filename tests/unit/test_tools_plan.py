@@ -11,7 +11,8 @@ from jsonschema import Draft202012Validator
 
 from acp_server import schemas
 from acp_server.clientapi import NoClient
-from acp_server.tools.base import Permit, ToolContext
+from acp_server.permissions import Permit
+from acp_server.tools.base import ToolContext
 from acp_server.tools.plan import UPDATE_PLAN
 from tests.support.acp_schema import schema_path
 

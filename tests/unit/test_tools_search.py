@@ -13,7 +13,8 @@ from jsonschema import Draft202012Validator
 
 from acp_server import schemas
 from acp_server.clientapi import NoClient
-from acp_server.tools.base import Permit, Tool, ToolContext, ToolFailure, ToolOutcome
+from acp_server.permissions import Permit
+from acp_server.tools.base import Tool, ToolContext, ToolFailure, ToolOutcome
 from acp_server.tools.search import GLOB, GREP
 from acp_server.tools.walk import in_thread, pattern_regex, split_pattern
 

@@ -14,7 +14,8 @@ import pytest
 
 from acp_server import schemas
 from acp_server.clientapi import NoClient
-from acp_server.tools.base import Permit, ToolContext, ToolFailure, ToolOutcome
+from acp_server.permissions import Permit
+from acp_server.tools.base import ToolContext, ToolFailure, ToolOutcome
 from acp_server.tools.shell import OUTPUT_BYTE_LIMIT, RUN_COMMAND
 
 HAS_PROC = Path("/proc/self/stat").exists()
