@@ -1,4 +1,4 @@
-"""The editor as one session sees it: `ClientApi` over the JSON-RPC connection.
+"""The editor as one session sees it: `EditorApi` over the JSON-RPC connection.
 
 Optional methods are only called when the client advertised them in `initialize` (ACP forbids
 the rest); the tools check the `can_*` flags first. An error the editor answers becomes a
@@ -7,15 +7,21 @@ the rest); the tools check the `can_*` flags first. An error the editor answers 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from acp_server.clientapi import ClientRequestFailed
+from acp_server.editor_api import ClientRequestFailed
 from acp_server.errors import RemoteError
-from acp_server.jsonrpc import Connection
+from acp_server.jsonrpc import Params
+
+
+class Requester(Protocol):
+    """What the editor needs of the connection (`jsonrpc.Connection`): our own requests."""
+
+    async def request(self, method: str, params: Params) -> Any: ...
 
 
 class Editor:
-    def __init__(self, conn: Connection, session_id: str, capabilities: dict[str, Any]) -> None:
+    def __init__(self, conn: Requester, session_id: str, capabilities: dict[str, Any]) -> None:
         self._conn = conn
         self._session_id = session_id
         fs: dict[str, Any] = capabilities.get("fs") or {}

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from acp_server import session_config, updates
 from acp_server.backends import Backend
-from acp_server.clientapi import ClientApi, NoClient
 from acp_server.config import Settings
+from acp_server.editor_api import EditorApi, NoEditor
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions, RuleStore
 from acp_server.store import SaveFailed, iso
@@ -94,7 +94,7 @@ class Session:
     additional_dirs: tuple[Path, ...] = ()
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     settings: Settings = field(default_factory=Settings)
-    client: ClientApi = field(default_factory=NoClient)
+    client: EditorApi = field(default_factory=NoEditor)
     tools: ToolRunner | None = None
     permissions: Permissions | None = None
     history: History = field(default_factory=History)

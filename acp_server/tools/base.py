@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from acp_server.clientapi import ClientApi
+from acp_server.editor_api import EditorApi
 from acp_server.permissions import Effect, Permit
 from acp_server.updates import text_content as text_content  # re-exported for the tools
 
@@ -71,7 +71,7 @@ class ToolContext:
     call_id: str
     cwd: Path
     roots: tuple[Path, ...]
-    client: ClientApi
+    client: EditorApi
     emit: Emit
     permit: Callable[[Permit], Awaitable[None]]
     # Set by a tool that created a client terminal, so cancellation can release it.

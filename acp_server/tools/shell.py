@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server import redaction
-from acp_server.clientapi import ClientApi
+from acp_server.editor_api import EditorApi
 from acp_server.markdown import fence, inline_code
 from acp_server.permissions import Permit
 from acp_server.tools.base import (
@@ -132,7 +132,7 @@ async def _in_terminal(command: str, cwd: Path, timeout: float, ctx: ToolContext
     return ToolOutcome(text, ok=result.ok, content=[item], raw_output=_raw_output(result))
 
 
-async def _create_terminal(client: ClientApi, command: str, cwd: Path) -> str:
+async def _create_terminal(client: EditorApi, command: str, cwd: Path) -> str:
     """terminal/create. If the call is cancelled while the editor creates the terminal, the
     terminal is still released once its id arrives."""
     env = [{"name": name, "value": value} for name, value in NO_PAGER.items()]
@@ -149,7 +149,7 @@ async def _create_terminal(client: ClientApi, command: str, cwd: Path) -> str:
 
 
 async def _wait_terminal(
-    client: ClientApi, terminal_id: str, timeout: float
+    client: EditorApi, terminal_id: str, timeout: float
 ) -> dict[str, Any] | None:
     """The exit status; None if the command ran past `timeout` (it is then killed)."""
     try:

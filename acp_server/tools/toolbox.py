@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server import schemas, updates
-from acp_server.clientapi import ClientApi, ClientRequestFailed
+from acp_server.editor_api import ClientRequestFailed, EditorApi
 from acp_server.errors import ConnectionClosed
 from acp_server.markdown import fence, inline_code
 from acp_server.messages import ToolCall, ToolSpec
@@ -40,7 +40,7 @@ class Toolbox:
         *,
         cwd: Path,
         roots: tuple[Path, ...],
-        client: ClientApi,
+        client: EditorApi,
         permissions: Permissions,
     ) -> None:
         self.tools = {t.name: t for t in tools}

@@ -147,7 +147,7 @@ class FakeEditor:
 
 
 class InProcessClient:
-    """A FakeEditor as the `ClientApi` of an in-process session or turn: the same answers as
+    """A FakeEditor as the `EditorApi` of an in-process session or turn: the same answers as
     over the wire, without one (unit tests of the loop and the tools)."""
 
     can_notice = False

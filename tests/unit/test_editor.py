@@ -1,4 +1,4 @@
-"""Editor: the ClientApi calls become ACP requests with the right params."""
+"""Editor: the EditorApi calls become ACP requests with the right params."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from acp_server.clientapi import ClientRequestFailed
 from acp_server.editor import Editor
+from acp_server.editor_api import ClientRequestFailed
 from acp_server.errors import RemoteError
 
 
@@ -23,8 +23,7 @@ class RecordingConnection:
 
 
 def editor(conn: RecordingConnection) -> Editor:
-    # Editor is typed with the real Connection; this stand-in has the one method it calls.
-    return Editor(conn, "sess-1", {"terminal": True})  # type: ignore[arg-type]
+    return Editor(conn, "sess-1", {"terminal": True})
 
 
 async def test_create_terminal_sends_env() -> None:
@@ -66,7 +65,7 @@ class AnsweringConnection:
 
 async def test_an_error_answer_names_the_request_and_keeps_what_the_editor_said() -> None:
     conn = AnsweringConnection(RemoteError(-32000, "Read-only buffer", {"buffer": 7}))
-    client = Editor(conn, "sess-1", {"fs": {"writeTextFile": True}})  # type: ignore[arg-type]
+    client = Editor(conn, "sess-1", {"fs": {"writeTextFile": True}})
     with pytest.raises(ClientRequestFailed) as failed:
         await client.write_text_file("/w/a.txt", "x")
     assert str(failed.value) == (
@@ -79,6 +78,6 @@ async def test_an_error_answer_names_the_request_and_keeps_what_the_editor_said(
 async def test_a_permission_answer_without_an_outcome_is_not_taken_as_a_cancel(
     answer: Any,
 ) -> None:
-    client = Editor(AnsweringConnection(answer), "sess-1", {})  # type: ignore[arg-type]
+    client = Editor(AnsweringConnection(answer), "sess-1", {})
     with pytest.raises(ClientRequestFailed, match="could not be understood"):
         await client.request_permission({"toolCallId": "c"}, [])

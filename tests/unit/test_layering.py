@@ -26,7 +26,7 @@ LAYERS: Layers = [
     ("wire", ["jsonrpc", "stdio"]),
     ("session", ["session", "session_config", "transcript", "store"]),
     ("agent", ["agent"]),
-    ("tools and backends", ["tools", "backends", "permissions", "clientapi"]),
+    ("tools and backends", ["tools", "backends", "permissions", "editor_api"]),
     ("vocabulary", ["messages", "updates", "errors", "schemas", "config", "markdown", "__init__"]),
 ]
 

@@ -1,6 +1,6 @@
 """File tools: write_file, edit_file, list_directory (and their schemas).
 
-Tools run against a real ToolContext: local disk through `NoClient`, or an in-memory editor
+Tools run against a real ToolContext: local disk through `NoEditor`, or an in-memory editor
 that advertises fs and records what it was asked, to prove the tools go through the editor
 when it can. The permit callable records each request; a refusing one proves nothing is
 written without permission.
@@ -16,7 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from acp_server import schemas
-from acp_server.clientapi import ClientApi, ClientRequestFailed, NoClient
+from acp_server.editor_api import ClientRequestFailed, EditorApi, NoEditor
 from acp_server.permissions import Permit
 from acp_server.tools.base import Tool, ToolContext, ToolFailure, ToolOutcome
 from acp_server.tools.edit import EDIT_FILE, first_changed_line
@@ -77,7 +77,7 @@ class MemoryEditor:
 @dataclass
 class Harness:
     cwd: Path
-    client: ClientApi = field(default_factory=NoClient)
+    client: EditorApi = field(default_factory=NoEditor)
     refuse: bool = False
     permits: list[Permit] = field(default_factory=list)
     read_probes: list[Permit] = field(default_factory=list)

@@ -10,7 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from acp_server import schemas
-from acp_server.clientapi import NoClient
+from acp_server.editor_api import NoEditor
 from acp_server.permissions import Permit
 from acp_server.tools.base import ToolContext
 from acp_server.tools.plan import UPDATE_PLAN
@@ -24,7 +24,7 @@ def make_ctx(tmp_path: Path) -> tuple[ToolContext, list[dict[str, Any]], list[Pe
     async def permit(p: Permit) -> None:
         permits.append(p)
 
-    ctx = ToolContext("call-1", tmp_path, (tmp_path,), NoClient(), emitted.append, permit)
+    ctx = ToolContext("call-1", tmp_path, (tmp_path,), NoEditor(), emitted.append, permit)
     return ctx, emitted, permits
 
 

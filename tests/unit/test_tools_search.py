@@ -12,7 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from acp_server import schemas
-from acp_server.clientapi import NoClient
+from acp_server.editor_api import NoEditor
 from acp_server.permissions import Permit
 from acp_server.tools.base import Tool, ToolContext, ToolFailure, ToolOutcome
 from acp_server.tools.search import GLOB, GREP
@@ -29,7 +29,7 @@ class Harness:
         async def permit(request: Permit) -> None:
             self.permits.append(request)
 
-        return ToolContext("call_1", self.cwd, (self.cwd,), NoClient(), self.updates.append, permit)
+        return ToolContext("call_1", self.cwd, (self.cwd,), NoEditor(), self.updates.append, permit)
 
     async def run(self, tool: Tool, **args: Any) -> ToolOutcome:
         return await tool.run(args, self.context())

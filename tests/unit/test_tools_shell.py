@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from acp_server import schemas
-from acp_server.clientapi import NoClient
+from acp_server.editor_api import NoEditor
 from acp_server.permissions import Permit
 from acp_server.tools.base import ToolContext, ToolFailure, ToolOutcome
 from acp_server.tools.shell import OUTPUT_BYTE_LIMIT, RUN_COMMAND
@@ -32,7 +32,7 @@ class Harness:
             call_id="call-1",
             cwd=cwd,
             roots=(cwd,),
-            client=client if client is not None else NoClient(),
+            client=client if client is not None else NoEditor(),
             emit=lambda update: self.log.append(("emit", update)),
             permit=self._permit,
         )
@@ -80,7 +80,7 @@ class Terminal:
         return {"exitCode": code, "signal": None}
 
 
-class TerminalClient(NoClient):
+class TerminalClient(NoEditor):
     """Implements the terminal methods by spawning local processes, as an editor would."""
 
     can_terminal = True

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from acp_server.clientapi import NoClient
+from acp_server.editor_api import NoEditor
 from acp_server.messages import ToolCall
 from acp_server.permissions import Permissions, RuleStore
 from acp_server.tools import base
@@ -19,7 +19,7 @@ from acp_server.tools.base import Presentation, Tool, ToolContext, ToolOutcome
 from acp_server.tools.toolbox import Toolbox
 
 
-class SilentEditor(NoClient):
+class SilentEditor(NoEditor):
     """Accepts terminal/kill and terminal/release but does not answer until `answer` is set."""
 
     def __init__(self) -> None:
@@ -84,7 +84,7 @@ def test_decorated_tool_names_still_find_the_tool(tmp_path: Path) -> None:
         [READ_FILE],
         cwd=tmp_path,
         roots=(tmp_path,),
-        client=NoClient(),
+        client=NoEditor(),
         permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
     )
     for name in ("read_file", "read_file:", " `read_file` ", '"read_file"'):
@@ -92,7 +92,7 @@ def test_decorated_tool_names_still_find_the_tool(tmp_path: Path) -> None:
     assert box.find("write_file") is None
 
 
-class RecordsPermission(NoClient):
+class RecordsPermission(NoEditor):
     """Refuses every permission request and keeps what it was shown."""
 
     def __init__(self) -> None:

@@ -1,9 +1,10 @@
-"""What the agent may ask of the editor, as a seam the loop and the tools can depend on.
+"""What the agent may ask of the editor (the ACP client), as a seam the session, the loop and
+the tools depend on: `EditorApi`, and `NoEditor`, the editor that offers nothing.
 
-The protocol layer implements `ClientApi` over the JSON-RPC connection for one session; tests
-implement it in memory. The capability flags say which optional methods the client advertised
-(ACP forbids calling the others). Every method raises `ClientRequestFailed` when the editor
-answers with an error.
+`editor.Editor` implements it over the JSON-RPC connection for one session; tests implement it
+in memory. The capability flags say which optional methods the editor advertised (ACP forbids
+calling the others). Every method raises `ClientRequestFailed` when the editor answers with an
+error.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _cap(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class ClientApi(Protocol):
+class EditorApi(Protocol):
     @property
     def can_read(self) -> bool: ...
 
@@ -92,8 +93,8 @@ class ClientApi(Protocol):
     async def release_terminal(self, terminal_id: str) -> None: ...
 
 
-class NoClient:
-    """A client that offers nothing and refuses every permission request."""
+class NoEditor:
+    """An editor that offers nothing and refuses every permission request."""
 
     can_read = False
     can_write = False
