@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from acp_server.export import render_markdown
+from acp_server.cli.export import render_markdown
 from acp_server.messages import Message, TextPart, ToolCall, text_message
 from acp_server.store import SessionRow, Store
 from acp_server.transcript import Recorder

@@ -390,7 +390,7 @@ def test_help_lists_the_command_and_serving_does_not_import_it() -> None:
             sys.executable,
             "-c",
             "import sys; from acp_server import cli; cli.build_parser().parse_args([]); "
-            "print('acp_server.sessions_cli' in sys.modules, 'sqlite3' in sys.modules)",
+            "print('acp_server.cli.sessions' in sys.modules, 'sqlite3' in sys.modules)",
         ],
         capture_output=True,
         text=True,

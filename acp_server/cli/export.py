@@ -6,7 +6,7 @@ plans as checklists. `render_json` gives `{"session": {...}, "history": [...], "
 the stored session row, the history messages in the neutral stored form (images inlined), and the
 updates `session/load` replays.
 
-Kept apart from the `sessions` command (`sessions_cli`) so the command stays about arguments,
+Kept apart from the `sessions` command (`cli/sessions.py`) so the command stays about arguments,
 the store and errors, and the rendering can be read and tested on its own. Both functions only
 read the store they are given; opening and closing it is the caller's business.
 """

@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+from acp_server.cli.export import local_time, render_json, render_markdown
 from acp_server.config import store_path
-from acp_server.export import local_time, render_json, render_markdown
 from acp_server.store import SessionRow, Store
 
 DEFAULT_LIMIT = 50

@@ -1,28 +1,19 @@
-"""Command line: `acp-server` (serve ACP on stdio, the default) and `acp-server run "prompt"`.
+"""The command line: its arguments, and the command they choose.
 
-Serving must reach the `initialize` answer fast, so this module imports only what serving needs;
-the headless client is imported only for `run`.
+- `acp-server` (or `serve`): serve ACP on stdin/stdout, what editors run (`serve.py`);
+- `acp-server run "PROMPT"`: a headless client that drives a real server over pipes (`run.py`);
+- `acp-server sessions [export ID]`: the stored sessions, listed or exported (`sessions.py`,
+  rendering in `export.py`).
+
+Only the chosen command's module is imported: serving must reach the `initialize` answer fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import os
-import signal
-import sys
-import threading
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from acp_server import __version__
-
-if TYPE_CHECKING:
-    from acp_server.backends import Backend
-
-log = logging.getLogger("acp_server")
 
 DESCRIPTION = """\
 A coding agent that editors launch as a subprocess and talk to over the Agent Client Protocol
@@ -62,14 +53,6 @@ exit status:
        --max-turn-requests limit, or the model refused
   130  interrupted: Ctrl-C cancelled the turn
 """
-
-
-# Shown when a person starts the server at a terminal, where it would otherwise sit silent.
-TERMINAL_HINT = (
-    "acp-server speaks ACP (the Agent Client Protocol, JSON-RPC) on stdin/stdout, for an "
-    'editor to drive; see `acp-server --help`, or try `acp-server run "PROMPT"`. '
-    "Ctrl-D or Ctrl-C stops it."
-)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -144,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="permission mode for the session (default: ask; `run` cannot ask you, so calls "
         "that need permission are refused unless the mode allows them)",
     )
-    # Everything after `sessions` goes, as is, to sessions_cli (imported only then): no option
+    # Everything after `sessions` goes, as is, to cli.sessions (imported only then): no option
     # can start with the prefix "\0", so this parser takes none of them for itself.
     sessions = sub.add_parser(
         "sessions",
@@ -158,115 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Imported here, each only for its command: serving must not pay for the others.
     if args.command == "sessions":
-        from acp_server.sessions_cli import main as sessions_main
+        from acp_server.cli.sessions import main as sessions_main
 
         return sessions_main(args.arguments)
     if args.command == "run":
-        from acp_server.client import run_headless
+        from acp_server.cli.run import run_headless
 
         return run_headless(args)
+    from acp_server.cli.serve import serve
+
     return serve(args)
-
-
-def configure_logging(args: argparse.Namespace) -> None:
-    """stderr gets --log-level (default error); --log-file gets everything of ours (debug).
-    Other libraries' loggers stay at warning: at debug, httpx and httpcore print request and
-    response headers. ACP_SERVER_LOG_THIRD_PARTY=1 lets them log at our level. Every line is
-    redacted, so no API key reaches a log either way."""
-    from acp_server.redaction import RedactingFormatter
-
-    level_name = getattr(args, "log_level", None) or os.environ.get("ACP_SERVER_LOG_LEVEL", "error")
-    level = getattr(logging, level_name.upper(), logging.ERROR)
-    log_file = getattr(args, "log_file", None)
-    ours = logging.DEBUG if log_file is not None else level
-    logging.getLogger("acp_server").setLevel(ours)
-    third_party = os.environ.get("ACP_SERVER_LOG_THIRD_PARTY", "") not in ("", "0")
-    root = logging.getLogger()
-    root.setLevel(ours if third_party else max(ours, logging.WARNING))
-    stderr = logging.StreamHandler(sys.stderr)
-    stderr.setLevel(level)
-    stderr.setFormatter(RedactingFormatter("acp-server %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(stderr)
-    if log_file is not None:
-        handler = logging.FileHandler(log_file, encoding="utf-8")
-        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-
-
-def choose_backend(args: argparse.Namespace) -> Backend:
-    script = getattr(args, "script", None) or os.environ.get("ACP_SERVER_SCRIPT")
-    if script:
-        from acp_server.backends.scripted import ScriptedBackend
-
-        return ScriptedBackend(Path(script).expanduser().resolve())
-    from acp_server.backends import select
-
-    try:
-        return select.choose(getattr(args, "model", None), os.environ)
-    except select.ModelSpecError as exc:
-        from acp_server.backends.unconfigured import UnconfiguredBackend
-
-        return UnconfiguredBackend(str(exc))
-
-
-def serve(args: argparse.Namespace) -> int:
-    """Serve ACP on stdin/stdout until stdin closes or a SIGTERM/SIGINT arrives; exit 0."""
-    from acp_server.stdio import claim_stdout
-
-    wire_fd = claim_stdout()
-    configure_logging(args)
-    if os.isatty(0):
-        print(TERMINAL_HINT, file=sys.stderr, flush=True)
-    asyncio.run(_serve(wire_fd, args))
-    return 0
-
-
-def max_line(env: Mapping[str, str]) -> int:
-    """The line limit: ACP_SERVER_MAX_LINE_BYTES (tests use a small one), else 64 MiB."""
-    from acp_server.jsonrpc import DEFAULT_MAX_LINE
-
-    value = env.get("ACP_SERVER_MAX_LINE_BYTES", "").strip()
-    if not value:
-        return DEFAULT_MAX_LINE
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    log.error(
-        "ACP_SERVER_MAX_LINE_BYTES=%r is not a positive number of bytes; using the default",
-        value,
-    )
-    return DEFAULT_MAX_LINE
-
-
-async def _serve(wire_fd: int, args: argparse.Namespace) -> None:
-    from acp_server.config import Settings
-    from acp_server.jsonrpc import Connection
-    from acp_server.protocol import AcpAgent
-    from acp_server.stdio import open_sink, open_source
-
-    settings = Settings()
-    if getattr(args, "max_turn_requests", None):
-        settings.max_turn_requests = args.max_turn_requests
-    agent = AcpAgent(lambda: choose_backend(args), settings)
-    conn = Connection(
-        await open_source(0),
-        await open_sink(wire_fd),
-        requests=agent.request_handlers(),
-        notifications=agent.notification_handlers(),
-        max_line=max_line(os.environ),
-    )
-    agent.conn = conn
-    task = asyncio.create_task(conn.serve())
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    try:
-        await task
-    except asyncio.CancelledError:
-        log.info("stopping on a signal")
-    finally:
-        agent.close()
-    # Backstop: whatever a stuck task does, the process is gone within a second of the request.
-    backstop = threading.Timer(0.8, os._exit, args=(0,))
-    backstop.daemon = True
-    backstop.start()

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from acp_server.backends.scripted import ScriptError, load_script
+from acp_server.backends.select import ModelSpec, ModelSpecError
 from acp_server.errors import ConnectionClosed, RemoteError
 from acp_server.jsonrpc import Connection, Params
 
@@ -144,8 +146,6 @@ def command_line_problem(args: argparse.Namespace) -> str | None:
     given = getattr(args, "script", None)
     script = given or os.environ.get("ACP_SERVER_SCRIPT")
     if script:
-        from acp_server.backends.scripted import ScriptError, load_script
-
         try:
             load_script(Path(script).expanduser().resolve())
         except ScriptError as exc:
@@ -154,8 +154,6 @@ def command_line_problem(args: argparse.Namespace) -> str | None:
     given = getattr(args, "model", None)
     model = given or os.environ.get("ACP_SERVER_MODEL")
     if model:
-        from acp_server.backends.select import ModelSpec, ModelSpecError
-
         try:
             ModelSpec.parse(model)
         except ModelSpecError as exc:

@@ -1,0 +1,131 @@
+"""`acp-server` (or `acp-server serve`): serve ACP on stdin/stdout until stdin ends.
+
+stdout is claimed for the wire first (`stdio`), then logging is set up (stderr and the log
+file, redacted), and one `AcpAgent` serves one `Connection`. The model backend is chosen from
+the command line and the environment at the first session, not on the way to `initialize`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from acp_server.config import Settings
+from acp_server.jsonrpc import DEFAULT_MAX_LINE, Connection
+from acp_server.protocol import AcpAgent
+from acp_server.redaction import RedactingFormatter
+from acp_server.stdio import claim_stdout, open_sink, open_source
+
+if TYPE_CHECKING:
+    from acp_server.backends import Backend
+
+log = logging.getLogger("acp_server")
+
+# Shown when a person starts the server at a terminal, where it would otherwise sit silent.
+TERMINAL_HINT = (
+    "acp-server speaks ACP (the Agent Client Protocol, JSON-RPC) on stdin/stdout, for an "
+    'editor to drive; see `acp-server --help`, or try `acp-server run "PROMPT"`. '
+    "Ctrl-D or Ctrl-C stops it."
+)
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    """stderr gets --log-level (default error); --log-file gets everything of ours (debug).
+    Other libraries' loggers stay at warning: at debug, httpx and httpcore print request and
+    response headers. ACP_SERVER_LOG_THIRD_PARTY=1 lets them log at our level. Every line is
+    redacted, so no API key reaches a log either way."""
+    level_name = getattr(args, "log_level", None) or os.environ.get("ACP_SERVER_LOG_LEVEL", "error")
+    level = getattr(logging, level_name.upper(), logging.ERROR)
+    log_file = getattr(args, "log_file", None)
+    ours = logging.DEBUG if log_file is not None else level
+    logging.getLogger("acp_server").setLevel(ours)
+    third_party = os.environ.get("ACP_SERVER_LOG_THIRD_PARTY", "") not in ("", "0")
+    root = logging.getLogger()
+    root.setLevel(ours if third_party else max(ours, logging.WARNING))
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setLevel(level)
+    stderr.setFormatter(RedactingFormatter("acp-server %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(stderr)
+    if log_file is not None:
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+
+
+def choose_backend(args: argparse.Namespace) -> Backend:
+    """The backend the command line or the environment names (called at the first session)."""
+    # The backends are imported here, and only the chosen one: none is needed for `initialize`.
+    script = getattr(args, "script", None) or os.environ.get("ACP_SERVER_SCRIPT")
+    if script:
+        from acp_server.backends.scripted import ScriptedBackend
+
+        return ScriptedBackend(Path(script).expanduser().resolve())
+    from acp_server.backends import select
+
+    try:
+        return select.choose(getattr(args, "model", None), os.environ)
+    except select.ModelSpecError as exc:
+        from acp_server.backends.unconfigured import UnconfiguredBackend
+
+        return UnconfiguredBackend(str(exc))
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Serve ACP on stdin/stdout until stdin closes or a SIGTERM/SIGINT arrives; exit 0."""
+    wire_fd = claim_stdout()
+    configure_logging(args)
+    if os.isatty(0):
+        print(TERMINAL_HINT, file=sys.stderr, flush=True)
+    asyncio.run(_serve(wire_fd, args))
+    return 0
+
+
+def max_line(env: Mapping[str, str]) -> int:
+    """The line limit: ACP_SERVER_MAX_LINE_BYTES (tests use a small one), else 64 MiB."""
+    value = env.get("ACP_SERVER_MAX_LINE_BYTES", "").strip()
+    if not value:
+        return DEFAULT_MAX_LINE
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    log.error(
+        "ACP_SERVER_MAX_LINE_BYTES=%r is not a positive number of bytes; using the default",
+        value,
+    )
+    return DEFAULT_MAX_LINE
+
+
+async def _serve(wire_fd: int, args: argparse.Namespace) -> None:
+    settings = Settings()
+    if getattr(args, "max_turn_requests", None):
+        settings.max_turn_requests = args.max_turn_requests
+    agent = AcpAgent(lambda: choose_backend(args), settings)
+    conn = Connection(
+        await open_source(0),
+        await open_sink(wire_fd),
+        requests=agent.request_handlers(),
+        notifications=agent.notification_handlers(),
+        max_line=max_line(os.environ),
+    )
+    agent.conn = conn
+    task = asyncio.create_task(conn.serve())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        log.info("stopping on a signal")
+    finally:
+        agent.close()
+    # Backstop: whatever a stuck task does, the process is gone within a second of the request.
+    backstop = threading.Timer(0.8, os._exit, args=(0,))
+    backstop.daemon = True
+    backstop.start()
