@@ -1,7 +1,9 @@
 """One prompt turn: ask the model, run the tools it asks for, repeat until it is done.
 
-`run_turn` never touches the wire. It gets an `emit` callable for `session/update` payloads and a
-toolbox; the session owns the connection, the history and cancellation. Cancellation arrives as
+`run_turn` never touches the wire. It gets an `emit` callable for `session/update` payloads, a
+toolbox, the history and a `record` callable; the session owns the connection, the store and
+cancellation. Every message the turn adds goes through `_add`, which appends it to the history
+and records it (the session writes it to the store). Cancellation arrives as
 `CancelledError` at any await; the `finally` blocks leave history consistent (a partial reply is
 kept as what the user saw; every tool call gets exactly one result) and close every started
 tool call with a final status before the turn is answered.
@@ -41,6 +43,7 @@ from acp_server.tools.base import ToolOutcome
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 Emit = Callable[[updates.Update], None]
+Record = Callable[[Message], None]
 # (text, severity): a `notice` update when the client shows notices, else an agent message.
 Tell = Callable[[str, str], None]
 
@@ -81,11 +84,16 @@ class TurnFailure:
     message: str
 
 
+def unrecorded(message: Message) -> None:
+    """The `record` of a turn whose messages are kept nowhere but in its history."""
+
+
 @dataclass
 class Turn:
     backend: Backend
     history: list[Message]
     emit: Emit
+    record: Record = unrecorded  # called with each message the turn adds to `history`
     tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = 50
     tell: Tell | None = None
@@ -145,7 +153,7 @@ async def run_turn(turn: Turn) -> StopReason:
                 await _run_tool(turn, call)
     finally:
         _close_open_calls(turn)
-        _answer_unanswered(turn.history)
+        _answer_unanswered(turn)
 
 
 async def _model_round(turn: Turn) -> _Reply:
@@ -201,7 +209,8 @@ def _record(turn: Turn, reply: _Reply) -> None:
     if reply.finish is not None:
         reply.calls = reply.assembler.calls(f"call_{uuid.uuid4().hex[:8]}_")
     if reply.said_anything:
-        turn.history.append(
+        _add(
+            turn,
             Message(
                 role="assistant",
                 content=(TextPart("".join(reply.text)),) if reply.text else (),
@@ -209,7 +218,7 @@ def _record(turn: Turn, reply: _Reply) -> None:
                 tool_calls=tuple(reply.calls),
                 message_id=reply.message_id,
                 extra=reply.extra,
-            )
+            ),
         )
 
 
@@ -286,7 +295,7 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
         )
     )
     turn.open_calls.discard(call.id)
-    turn.history.append(text_message("tool", outcome.text, tool_call_id=call.id))
+    _add(turn, text_message("tool", outcome.text, tool_call_id=call.id))
 
 
 def _tell(turn: Turn, text: str, severity: str) -> None:
@@ -312,8 +321,14 @@ def _close_open_calls(turn: Turn) -> None:
     turn.open_calls.clear()
 
 
-def _answer_unanswered(history: list[Message]) -> None:
+def _answer_unanswered(turn: Turn) -> None:
     """Give every tool call a result (strict endpoints reject a history with unanswered calls;
     a cancel races a reply that may already have recorded some, so only the missing ones)."""
-    for call_id in unanswered_calls(history):
-        history.append(text_message("tool", CANCELLED_RESULT, tool_call_id=call_id))
+    for call_id in unanswered_calls(turn.history):
+        _add(turn, text_message("tool", CANCELLED_RESULT, tool_call_id=call_id))
+
+
+def _add(turn: Turn, message: Message) -> None:
+    """The one place the turn writes history: append the message, and record it."""
+    turn.history.append(message)
+    turn.record(message)

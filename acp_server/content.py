@@ -1,4 +1,5 @@
-"""ACP content blocks: which ones a prompt may carry, and how they become message parts.
+"""ACP content blocks: which ones a prompt may carry, how they become message parts, and the
+updates that show the prompt again on `session/load`.
 
 The shape of each block is checked against `schemas/acp/session_prompt.json` (ACP's
 ContentBlock); `admit` then refuses the types that need a prompt capability the agent does
@@ -12,6 +13,7 @@ from typing import Any
 
 from acp_server.errors import InvalidParams
 from acp_server.messages import ContentPart, ImagePart, Message, TextPart
+from acp_server.updates import Update
 
 _NEEDS = {
     "image": ("image", "an image", "describe it in words or attach the file as a link"),
@@ -58,3 +60,14 @@ def _embedded(resource: dict[str, Any]) -> str:
         return f'<resource uri="{uri}">\n{resource["text"]}\n</resource>'
     mime = resource.get("mimeType") or "binary data"
     return f"[Attached {uri} ({mime}); its binary content is not shown.]"
+
+
+def user_chunks(blocks: list[dict[str, Any]], message_id: str | None) -> list[Update]:
+    """The prompt as the user_message_chunk updates that replay it."""
+    out: list[Update] = []
+    for block in blocks:
+        update: Update = {"sessionUpdate": "user_message_chunk", "content": block}
+        if message_id:
+            update["messageId"] = message_id
+        out.append(update)
+    return out

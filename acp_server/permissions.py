@@ -29,7 +29,7 @@ import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from acp_server.config import data_dir
 
@@ -215,5 +215,5 @@ class Permissions:
             self.store.save(self.rules)
 
 
-def is_mode(value: object) -> bool:
+def is_mode(value: object) -> TypeGuard[Mode]:
     return isinstance(value, str) and value in MODE_IDS

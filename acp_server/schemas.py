@@ -37,6 +37,7 @@ def load(name: str) -> dict[str, Any]:
 
 @cache
 def validator(name: str) -> Validator:
+    # Imported on first use: ~50 ms that well-formed params never need (see above).
     from jsonschema import Draft202012Validator
 
     return Draft202012Validator(load(name))

@@ -1,13 +1,19 @@
-"""A session: its roots, its history, the running turn and the prompts queued behind it.
+"""A session: its roots, its model, its history, the running turn and the prompts queued behind it.
+
+A session is made by the registry (`registry.Sessions`) with everything it works with: the
+model backend, the editor, the recorder, the permissions, the settings and where its updates
+go. `set_backend` changes the model between turns and keeps the history: a turn already
+running finishes with the backend it started with, and the next turn uses the new one.
 
 Prompts on one session are served in arrival order (an `asyncio.Lock` is FIFO). A cancel ends
 the running turn and every prompt queued at that moment; each answers `cancelled`. The one
 place that turns cancellation into a stop reason is `_serve_turn`. Updates of a turn are
 dropped once that turn has ended, so nothing arrives after its answer.
 
-When a `Recorder` is attached, every history message and every shown update is written to
-the store as it happens, and a prompt is answered only after its writes are committed. If
-they could not be, the user is told so in the chat and the answer says `notSaved`.
+Every history message and every shown update goes to the recorder as it happens (a
+`NullRecorder` when there is no store), and a prompt is answered only after its writes are
+committed. If they could not be, the user is told so in the chat and the answer says
+`notSaved`.
 """
 
 from __future__ import annotations
@@ -18,19 +24,19 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_server import session_config, updates
 from acp_server.backends import Backend
 from acp_server.config import Settings
-from acp_server.editor_api import EditorApi, NoEditor
+from acp_server.editor_api import EditorApi
 from acp_server.messages import Message
-from acp_server.permissions import Mode, Permissions, RuleStore
+from acp_server.permissions import Mode, Permissions
 from acp_server.store import SaveFailed, iso
-from acp_server.transcript import Recorder
+from acp_server.transcript import NullRecorder, Recorder
 
 if TYPE_CHECKING:
     from acp_server.agent import StopReason, ToolRunner, TurnFailure
@@ -72,75 +78,82 @@ class PromptOutcome:
     not_saved: str | None = None
 
 
-class History(list[Message]):
-    """The model-side history; each appended message is reported (to the durable store)."""
-
-    def __init__(self, items: Iterable[Message] = (), on_append: Any = None) -> None:
-        super().__init__(items)
-        self.on_append: Callable[[Message], None] | None = on_append
-
-    def append(self, message: Message) -> None:
-        super().append(message)
-        if self.on_append is not None:
-            self.on_append(message)
-
-
-@dataclass
 class Session:
-    id: str
-    cwd: Path
-    backend: Backend
-    send_update: SendUpdate
-    additional_dirs: tuple[Path, ...] = ()
-    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
-    settings: Settings = field(default_factory=Settings)
-    client: EditorApi = field(default_factory=NoEditor)
-    tools: ToolRunner | None = None
-    permissions: Permissions | None = None
-    history: History = field(default_factory=History)
-    recorder: Recorder | None = None
-    title: str | None = None
-    _queue: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _epoch: int = 0
-    _turn: asyncio.Task[PromptOutcome] | None = None
-    _cancelled: asyncio.Task[PromptOutcome] | None = None
+    """One conversation: created by the registry, prompted by the protocol."""
 
-    def __post_init__(self) -> None:
-        if self.permissions is None:
-            self.permissions = Permissions(RuleStore(self.cwd))
-        if self.recorder is not None:
-            self.history.on_append = self.recorder.message
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        cwd: Path,
+        backend: Backend,
+        editor: EditorApi,
+        recorder: Recorder | NullRecorder,
+        permissions: Permissions,
+        settings: Settings,
+        send_update: SendUpdate,
+        additional_dirs: tuple[Path, ...] = (),
+        mcp_servers: Sequence[dict[str, Any]] = (),
+        history: Iterable[Message] = (),
+        title: str | None = None,
+    ) -> None:
+        self.id = session_id
+        self.cwd = cwd
+        self.additional_dirs = additional_dirs
+        self.mcp_servers = list(mcp_servers)
+        self.history: list[Message] = list(history)
+        self.title = title
+        self._backend = backend
+        self._editor = editor
+        self._recorder = recorder
+        self._permissions = permissions
+        self._settings = settings
+        self._send_update = send_update
+        self._tools: ToolRunner | None = None
+        self._queue = asyncio.Lock()
+        self._epoch = 0  # incremented by each cancel; queued prompts of an older epoch end
+        self._turn: asyncio.Task[PromptOutcome] | None = None
+        self._cancelled: asyncio.Task[PromptOutcome] | None = None
 
-    def toolbox(self) -> ToolRunner:
-        """The session's tools, made at the first turn (the loop and the tools are not
-        needed to answer `session/new`, and importing them costs the editor ~20 ms)."""
-        if self.tools is None:
+    @property
+    def backend(self) -> Backend:
+        return self._backend
+
+    def set_backend(self, backend: Backend) -> None:
+        """Answer with `backend` from the next turn on, with the same history. A running turn
+        is not interrupted: it finishes with the backend it started with."""
+        self._backend = backend
+
+    def _toolbox(self) -> ToolRunner:
+        """The session's tools, made at the first turn."""
+        if self._tools is None:
+            # Imported at the first turn: `session/new` does not need the tools (~20 ms).
             from acp_server.tools.registry import default_tools
             from acp_server.tools.toolbox import Toolbox
 
-            assert self.permissions is not None
-            self.tools = Toolbox(
+            self._tools = Toolbox(
                 default_tools(),
                 cwd=self.cwd,
                 roots=self.roots,
-                client=self.client,
-                permissions=self.permissions,
+                client=self._editor,
+                permissions=self._permissions,
             )
-        return self.tools
+        return self._tools
 
     @property
     def mode(self) -> Mode:
-        assert self.permissions is not None
-        return self.permissions.mode
+        return self._permissions.mode
+
+    def state(self) -> dict[str, Any]:
+        """The session's modes and config options, as ACP's answers carry them."""
+        return session_config.state(self.mode)
 
     def set_mode(self, mode: Mode) -> None:
         """Switch the permission mode and announce it both ways (legacy modes, config option)."""
-        assert self.permissions is not None
-        self.permissions.mode = mode
-        if self.recorder is not None:
-            self.recorder.store.update(self.id, mode=mode)
+        self._permissions.mode = mode
+        self._recorder.mode(mode)
         for update in session_config.mode_updates(mode):
-            self.send_update(self.id, update)
+            self._send_update(self.id, update)
 
     @property
     def roots(self) -> tuple[Path, ...]:
@@ -178,16 +191,19 @@ class Session:
             self._cancelled = self._turn
             self._turn.cancel()
 
-    def _begin(self, message: Message, shown: Iterable[updates.Update]) -> None:
-        if self.recorder is not None:
-            for update in shown:
-                self.recorder.shown(update)
+    def _add(self, message: Message) -> None:
+        """The one place the session writes history: append the message, and record it."""
         self.history.append(message)
+        self._recorder.message(message)
+
+    def _begin(self, message: Message, shown: Iterable[updates.Update]) -> None:
+        for update in shown:
+            self._recorder.shown(update)
+        self._add(message)
         if self.title is None:
             self.title = title_for(message)
-            if self.recorder is not None:
-                self.recorder.store.update(self.id, title=self.title)
-            self.send_update(
+            self._recorder.title(self.title)
+            self._send_update(
                 self.id,
                 {
                     "sessionUpdate": "session_info_update",
@@ -199,36 +215,35 @@ class Session:
     async def _end(self, stop: StopReason) -> str | None:
         """Record the end of the turn and wait for the turn's writes. None when all of them
         are committed; else the message that told the user the turn was not saved."""
-        if self.recorder is None:
-            return None
-        self.recorder.turn_ended(stop)
+        self._recorder.turn_ended(stop)
         try:
-            await self.recorder.store.flush(self.id)
+            await self._recorder.committed()
         except SaveFailed as exc:
             log.error("turn of session %s not saved: %s", self.id, exc)
-            text = NOT_SAVED.format(path=self.recorder.store.path)
+            text = NOT_SAVED.format(path=self._recorder.where)
             # Live only: it is about the store itself, which just failed to take this turn.
             chunk = updates.message_chunk("agent_message_chunk", text, f"msg_{uuid.uuid4().hex}")
-            self.send_update(self.id, chunk)
+            self._send_update(self.id, chunk)
             return text
         return None
 
-    async def _context_window(self) -> int:
+    async def _context_window(self, backend: Backend) -> int:
         """The smallest window known: configured, or reported by the server; else a default."""
-        known = [w for w in (self.settings.context_window,) if w]
+        known = [w for w in (self._settings.context_window,) if w]
         try:
             # Not `asyncio.wait_for`: on Python 3.11 it swallows a cancel that arrives as the
             # lookup finishes, and the cancelled turn would then run to its end.
             async with asyncio.timeout(WINDOW_LOOKUP_SECONDS):
-                found = await self.backend.context_window()
+                found = await backend.context_window()
         except (TimeoutError, Exception):
             log.debug("context window lookup failed", exc_info=True)
             found = None
         if found:
             known.append(found)
-        return min(known) if known else self.settings.default_context_window
+        return min(known) if known else self._settings.default_context_window
 
     async def _serve_turn(self, message: Message) -> PromptOutcome:
+        # Imported at the first turn: `session/new` does not need the loop (~10 ms).
         from acp_server.agent import Turn, TurnFailure, run_turn
         from acp_server.tools.base import CancelledByUser
 
@@ -236,28 +251,29 @@ class Session:
 
         def emit(update: updates.Update) -> None:
             if live:
-                if self.recorder is not None:
-                    self.recorder.shown(update)
-                self.send_update(self.id, update)
+                self._recorder.shown(update)
+                self._send_update(self.id, update)
 
         def tell(text: str, severity: str) -> None:
-            if self.client.can_notice:
+            if self._editor.can_notice:
                 emit({"sessionUpdate": "notice", "severity": severity, "title": text})
             else:
                 emit(updates.message_chunk("agent_message_chunk", text + "\n\n", None))
 
         start = len(self.history) - 1
-        window = await self._context_window()
+        backend = self._backend  # kept for the whole turn, whatever set_backend does meanwhile
+        window = await self._context_window(backend)
         turn = Turn(
-            backend=self.backend,
+            backend=backend,
             history=self.history,
             emit=emit,
-            max_requests=self.settings.max_turn_requests,
+            record=self._recorder.message,
+            max_requests=self._settings.max_turn_requests,
             tell=tell,
             system=system_prompt(self.cwd, self.additional_dirs),
             context_size=window,
         )
-        turn.tools = self.toolbox()
+        turn.tools = self._toolbox()
         try:
             stop = await run_turn(turn)
         except (asyncio.CancelledError, CancelledByUser):
@@ -271,8 +287,7 @@ class Session:
         if stop == "refusal":
             # The refused prompt and everything after it stay out of later requests.
             del self.history[start:]
-            if self.recorder is not None:
-                self.recorder.truncate(start)
+            self._recorder.truncate(start)
         return PromptOutcome(stop, turn.failure)
 
 
@@ -285,14 +300,3 @@ INTERNAL_FAILURE = (
     "Something went wrong inside the agent and this turn was stopped. "
     "The session still works; the agent's log has the details."
 )
-
-
-def user_chunks(blocks: list[dict[str, Any]], message_id: str | None) -> list[updates.Update]:
-    """The prompt as the user_message_chunk updates that replay it."""
-    out: list[updates.Update] = []
-    for block in blocks:
-        update: updates.Update = {"sessionUpdate": "user_message_chunk", "content": block}
-        if message_id:
-            update["messageId"] = message_id
-        out.append(update)
-    return out

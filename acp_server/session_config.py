@@ -11,9 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from acp_server.errors import InvalidParams
-from acp_server.permissions import MODE_IDS, MODES, Mode
+from acp_server.permissions import MODE_IDS, MODES, Mode, is_mode
 
 MODE_OPTION = "mode"
+
+
+def state(mode: Mode) -> dict[str, Any]:
+    """`modes` and `configOptions`, as the answers to session/new, load, resume and fork carry
+    them."""
+    return {"modes": modes_state(mode), "configOptions": config_options(mode)}
 
 
 def modes_state(mode: Mode) -> dict[str, Any]:
@@ -38,14 +44,13 @@ def config_options(mode: Mode) -> list[dict[str, Any]]:
 
 
 def parse_mode(value: object, field: str) -> Mode:
-    if not isinstance(value, str) or value not in MODE_IDS:
+    if not is_mode(value):
         choices = ", ".join(MODE_IDS)
         raise InvalidParams(
             f"Invalid params: `{field}` must be one of {choices}; got {value!r}.",
             {"field": field, "allowed": list(MODE_IDS)},
         )
-    mode: Mode = value  # type: ignore[assignment]
-    return mode
+    return value
 
 
 def mode_updates(mode: Mode) -> list[dict[str, Any]]:

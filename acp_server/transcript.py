@@ -17,7 +17,7 @@ as a pending request.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from acp_server.messages import ImagePart, Message, TextPart, ToolCall, unanswered_calls
@@ -90,14 +90,20 @@ def message_from_json(body: dict[str, Any], blob: Callable[[str], str | None]) -
     )
 
 
-@dataclass
 class Recorder:
-    """Turns the live stream of updates into stored events, merged per message."""
+    """Writes one session to the store as it happens: its history messages, and the updates the
+    editor was shown, merged per message. Nothing is committed until `committed()` is awaited."""
 
-    store: Store
-    session_id: str
-    _chunk: Update | None = None
-    _calls: dict[str, Update] = field(default_factory=dict)
+    def __init__(self, store: Store, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        self._chunk: Update | None = None  # a text chunk that later chunks may extend
+        self._calls: dict[str, Update] = {}  # announced tool calls, by id, until final
+
+    @property
+    def where(self) -> str:
+        """Where the records go, for a person to look (the store's file)."""
+        return str(self.store.path)
 
     def message(self, message: Message) -> None:
         body = message_to_json(message, self.store, self.session_id)
@@ -159,6 +165,36 @@ class Recorder:
     def truncate(self, length: int) -> None:
         """History was cut back to `length` messages (a refused prompt leaves it)."""
         self.store.append(self.session_id, "truncate", {"length": length})
+
+    def title(self, title: str) -> None:
+        self.store.update(self.session_id, title=title)
+
+    def mode(self, mode: str) -> None:
+        self.store.update(self.session_id, mode=mode)
+
+    async def committed(self) -> None:
+        """Wait until everything recorded so far is on disk; `SaveFailed` if some could not be."""
+        await self.store.flush(self.session_id)
+
+
+class NullRecorder:
+    """Records nothing: the recorder of a session when the store could not be opened."""
+
+    where = "nowhere: the session store could not be opened"
+
+    def message(self, message: Message) -> None: ...
+
+    def shown(self, update: Update) -> None: ...
+
+    def turn_ended(self, stop_reason: str) -> None: ...
+
+    def truncate(self, length: int) -> None: ...
+
+    def title(self, title: str) -> None: ...
+
+    def mode(self, mode: str) -> None: ...
+
+    async def committed(self) -> None: ...
 
 
 @dataclass

@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from acp_server.backends.scripted import ScriptedBackend
-from acp_server.messages import Event, ModelRequest
+from acp_server.config import Settings
+from acp_server.editor_api import NoEditor
+from acp_server.messages import Event, Message, ModelRequest, TextPart
+from acp_server.permissions import Permissions, RuleStore
 from acp_server.session import Session
+from acp_server.transcript import NullRecorder
 
 
 class TimedBackend:
@@ -32,6 +36,9 @@ class TimedBackend:
         self.inner = inner
         self.seconds = 0.0
         self.label = inner.label
+
+    async def context_window(self) -> int | None:
+        return None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         stream = self.inner.stream(request).__aiter__()
@@ -68,9 +75,16 @@ async def one_turn(rounds: int, workdir: Path) -> tuple[float, float, int]:
         json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode()
         frames += 1
 
-    session = Session(id="bench", cwd=workdir, backend=backend, send_update=send)
-    session.settings.max_turn_requests = rounds + 5
-    from acp_server.messages import Message, TextPart
+    session = Session(
+        "bench",
+        cwd=workdir,
+        backend=backend,
+        editor=NoEditor(),
+        recorder=NullRecorder(),
+        permissions=Permissions(RuleStore(workdir, workdir / "data")),
+        settings=Settings(max_turn_requests=rounds + 5),
+        send_update=send,
+    )
 
     start = time.perf_counter()
     outcome = await session.prompt(Message(role="user", content=(TextPart("go"),)))

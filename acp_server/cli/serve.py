@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -106,7 +107,9 @@ async def _serve(wire_fd: int, args: argparse.Namespace) -> None:
     settings = Settings()
     if getattr(args, "max_turn_requests", None):
         settings.max_turn_requests = args.max_turn_requests
-    agent = AcpAgent(lambda: choose_backend(args), settings)
+    # One backend for every session of the process, made at the first one: a script's rounds
+    # run on across sessions (as documented), and a probed local model is probed once.
+    agent = AcpAgent(functools.cache(lambda: choose_backend(args)), settings)
     conn = Connection(
         await open_source(0),
         await open_sink(wire_fd),

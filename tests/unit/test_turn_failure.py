@@ -8,9 +8,13 @@ from pathlib import Path
 from acp_server import updates
 from acp_server.agent import Turn, TurnFailure, run_turn
 from acp_server.backends.scripted import ScriptedBackend
+from acp_server.config import Settings
+from acp_server.editor_api import NoEditor
 from acp_server.messages import Event, ModelRequest, StreamError, TextDelta, text_message
+from acp_server.permissions import Permissions, RuleStore
 from acp_server.protocol import prompt_response
 from acp_server.session import INTERNAL_FAILURE, PromptOutcome, Session
+from acp_server.transcript import NullRecorder
 
 
 class Fails:
@@ -60,7 +64,16 @@ async def test_session_passes_model_and_internal_failures_up(tmp_path: Path) -> 
         (Fails(), TurnFailure("model", "The server hung up.")),
         (Crashes(), TurnFailure("internal", INTERNAL_FAILURE)),
     ):
-        session = Session("s", tmp_path, backend, lambda _id, u: seen.append(u))
+        session = Session(
+            "s",
+            cwd=tmp_path,
+            backend=backend,
+            editor=NoEditor(),
+            recorder=NullRecorder(),
+            permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
+            settings=Settings(),
+            send_update=lambda _id, u: seen.append(u),
+        )
         outcome = await session.prompt(text_message("user", "hi"))
         assert outcome == PromptOutcome("end_turn", expected)
 

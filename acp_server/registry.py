@@ -1,0 +1,245 @@
+"""The sessions of one connection: the live ones, and the store that keeps them all.
+
+`protocol` maps ACP methods here and `lifecycle` restores stored sessions through it; what
+ACP's params look like is their business, this module takes paths and ids:
+
+- `new`: a session with a fresh id, saved at once (it can be loaded before its first prompt);
+- `restore`: a stored session made live again (load, resume, fork), an interrupted last turn
+  mended and, when asked, every update the editor saw replayed;
+- `close`: cancel and forget the live session (it stays stored); `delete`: gone from the store;
+- `fork`: a copy of a stored session under a new id; `list_stored`: newest first.
+
+Each session gets its collaborators here: a backend from the `backends` factory, an editor for
+its id, a recorder (a `NullRecorder` when the store cannot be opened: the session still works,
+unsaved) and its permissions. The store is opened at the first session that needs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from acp_server.backends import Backend
+from acp_server.config import Settings, store_path
+from acp_server.editor_api import EditorApi
+from acp_server.errors import InternalError, ResourceNotFound
+from acp_server.messages import Message
+from acp_server.permissions import Mode, Permissions, RuleStore, is_mode
+from acp_server.session import SendUpdate, Session
+from acp_server.store import SaveFailed, SessionRow, Store
+from acp_server.transcript import NullRecorder, Recorder, restore
+
+log = logging.getLogger(__name__)
+
+McpServers = Sequence[dict[str, Any]] | None
+
+
+class Sessions:
+    def __init__(
+        self,
+        *,
+        backends: Callable[[], Backend],
+        editors: Callable[[str], EditorApi],
+        send_update: SendUpdate,
+        settings: Settings,
+    ) -> None:
+        self._backends = backends  # the backend of each new or restored session
+        self._editors = editors  # the editor as the session of this id sees it
+        self.send_update = send_update
+        self._settings = settings
+        self._live: dict[str, Session] = {}
+        self._store: Store | None = None
+        self._store_failed = False
+
+    @property
+    def store(self) -> Store | None:
+        """The durable session store, opened on first use; None if it cannot be opened."""
+        if self._store is None and not self._store_failed:
+            try:
+                self._store = Store(store_path())
+            except Exception:
+                log.exception("the session store cannot be opened; sessions will not be saved")
+                self._store_failed = True
+        return self._store
+
+    def shutdown(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    def find(self, session_id: str) -> Session | None:
+        return self._live.get(session_id)
+
+    def get(self, session_id: str) -> Session:
+        session = self._live.get(session_id)
+        if session is None:
+            raise ResourceNotFound(
+                f"Unknown session {session_id!r}: create one with session/new first.",
+                {"sessionId": session_id},
+            )
+        return session
+
+    def new(self, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers) -> Session:
+        session_id = f"sess_{uuid.uuid4().hex}"
+        store = self.store
+        if store is not None:
+            now = time.time()
+            dirs = [str(d) for d in extra]
+            store.create(SessionRow(session_id, str(cwd), dirs, None, now, now, {"mode": "ask"}))
+        return self._open(session_id, cwd, extra, mcp_servers, self._recorder(session_id))
+
+    async def restore(
+        self,
+        session_id: str,
+        cwd: Path,
+        extra: tuple[Path, ...],
+        mcp_servers: McpServers,
+        *,
+        replay: bool,
+    ) -> Session:
+        """The stored session, live again (a live one of that id is cancelled and replaced)."""
+        row = self._stored(session_id)
+        store = self._required_store()
+        live = self._live.pop(session_id, None)
+        if live is not None:
+            live.cancel()
+        await store.flush()
+        restored = restore(store.events(session_id), store.blob)
+        recorder = Recorder(store, session_id)
+        for message in restored.repairs:
+            recorder.message(message)
+        for update in restored.shown_repairs:
+            recorder.shown(update)
+        mode = row.state.get("mode")
+        session = self._open(
+            session_id,
+            cwd,
+            extra,
+            mcp_servers,
+            recorder,
+            history=restored.history,
+            mode=mode if is_mode(mode) else "ask",
+            title=row.title,
+        )
+        if replay:
+            for update in restored.replay:
+                self.send_update(session_id, update)
+            if row.title:
+                title = {"title": row.title, "updatedAt": row.updated_iso}
+                self.send_update(session_id, {"sessionUpdate": "session_info_update", **title})
+        return session
+
+    async def list_stored(
+        self, cwd: str | None, after: tuple[float, str] | None, limit: int
+    ) -> list[SessionRow]:
+        """Stored sessions, newest first, after the (updated_at, id) of a previous page. Only
+        sessions with a prompt: editors offer the list to resume from, and a session that was
+        opened and never used (CodeCompanion opens one per chat buffer) is only noise there."""
+        store = self._required_store()
+        await store.flush()
+        return store.list(cwd=cwd, after=after, limit=limit, prompted_only=True)
+
+    async def close(self, session_id: str) -> None:
+        """Cancel the live session and forget it; it stays stored. Not live: it must be stored."""
+        session = self._live.pop(session_id, None)
+        if session is None:
+            self._stored(session_id)
+            return
+        session.cancel()
+        if self._store is not None:
+            await self._store.flush()
+
+    async def delete(self, session_id: str) -> None:
+        """Gone from the list, and loading it is "not found". Unknown ids are fine."""
+        session = self._live.pop(session_id, None)
+        if session is not None:
+            session.cancel()
+        store = self._required_store()
+        store.delete(session_id)
+        await _committed(store, session_id, "The deletion of this session")
+
+    async def fork(
+        self, session_id: str, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers
+    ) -> Session:
+        """A new session with a copy of the stored one's history (and its roots, unless `extra`
+        gives others)."""
+        source = self._stored(session_id)
+        store = self._required_store()
+        await store.flush()
+        new_id = f"sess_{uuid.uuid4().hex}"
+        now = time.time()
+        title = f"{source.title} (fork)" if source.title else None
+        extra = extra or tuple(Path(d) for d in source.additional_dirs)
+        dirs = [str(d) for d in extra]
+        store.create(SessionRow(new_id, str(cwd), dirs, title, now, now, source.state))
+        for event in store.events(source.id):
+            store.append(new_id, event.kind, event.body)
+        await _committed(store, new_id, "The forked session")
+        return await self.restore(new_id, cwd, extra, mcp_servers, replay=False)
+
+    def _open(
+        self,
+        session_id: str,
+        cwd: Path,
+        extra: tuple[Path, ...],
+        mcp_servers: McpServers,
+        recorder: Recorder | NullRecorder,
+        *,
+        history: Sequence[Message] = (),
+        mode: Mode = "ask",
+        title: str | None = None,
+    ) -> Session:
+        """A live session with its collaborators, registered under its id."""
+        session = Session(
+            session_id,
+            cwd=cwd,
+            additional_dirs=extra,
+            mcp_servers=mcp_servers or (),
+            backend=self._backends(),
+            editor=self._editors(session_id),
+            recorder=recorder,
+            permissions=Permissions(RuleStore(cwd), mode),
+            settings=self._settings,
+            send_update=self.send_update,
+            history=history,
+            title=title,
+        )
+        self._live[session_id] = session
+        return session
+
+    def _recorder(self, session_id: str) -> Recorder | NullRecorder:
+        store = self.store
+        return Recorder(store, session_id) if store is not None else NullRecorder()
+
+    def _required_store(self) -> Store:
+        store = self.store
+        if store is None:
+            raise ResourceNotFound(
+                "Stored sessions are unavailable: the session store could not be opened "
+                "(the agent's log says why)."
+            )
+        return store
+
+    def _stored(self, session_id: str) -> SessionRow:
+        row = self._required_store().get(session_id)
+        if row is None:
+            raise ResourceNotFound(
+                f"Unknown session {session_id!r}: it was never saved here, or it was deleted.",
+                {"sessionId": session_id},
+            )
+        return row
+
+
+async def _committed(store: Store, session_id: str, what: str) -> None:
+    """Wait for the session's writes; a failed one is an error for the client, not a success."""
+    try:
+        await store.flush(session_id)
+    except SaveFailed as exc:
+        raise InternalError(
+            f"{what} could not be saved to the session store ({store.path}). Check that the "
+            "disk is not full and that the file is writable; the agent's log has the details.",
+            {"sessionId": session_id},
+        ) from exc
