@@ -101,8 +101,7 @@ class Sessions:
         replay: bool,
     ) -> Session:
         """The stored session, live again (a live one of that id is cancelled and replaced)."""
-        row = self._stored(session_id)
-        store = self._required_store()
+        store, row = await self._stored(session_id)
         live = self._live.pop(session_id, None)
         if live is not None:
             live.cancel()
@@ -146,7 +145,7 @@ class Sessions:
         """Cancel the live session and forget it; it stays stored. Not live: it must be stored."""
         session = self._live.pop(session_id, None)
         if session is None:
-            self._stored(session_id)
+            await self._stored(session_id)
             return
         session.cancel()
         if self._store is not None:
@@ -166,9 +165,7 @@ class Sessions:
     ) -> Session:
         """A new session with a copy of the stored one's history (and its roots, unless `extra`
         gives others)."""
-        source = self._stored(session_id)
-        store = self._required_store()
-        await store.flush()
+        store, source = await self._stored(session_id)
         new_id = f"sess_{uuid.uuid4().hex}"
         now = time.time()
         title = f"{source.title} (fork)" if source.title else None
@@ -223,14 +220,18 @@ class Sessions:
             )
         return store
 
-    def _stored(self, session_id: str) -> SessionRow:
-        row = self._required_store().get(session_id)
+    async def _stored(self, session_id: str) -> tuple[Store, SessionRow]:
+        """The store and the session's row, read once every write queued so far is done (so
+        that a session created a moment ago, its row still on the writer's queue, is found)."""
+        store = self._required_store()
+        await store.flush()
+        row = store.get(session_id)
         if row is None:
             raise ResourceNotFound(
                 f"Unknown session {session_id!r}: it was never saved here, or it was deleted.",
                 {"sessionId": session_id},
             )
-        return row
+        return store, row
 
 
 async def _committed(store: Store, session_id: str, what: str) -> None:

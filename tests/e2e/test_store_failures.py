@@ -12,21 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.raw import Frame, RawServer
+from tests.support.store_faults import MARKER, refuse_marked_events
 
 Start = Callable[..., Any]
-MARKER = "UNSAVABLE"
-
-
-def refuse_marked_events(database: Path) -> None:
-    db = sqlite3.connect(database)
-    try:
-        db.execute(
-            f"CREATE TRIGGER refuse_marked BEFORE INSERT ON events WHEN NEW.body LIKE '%{MARKER}%'"
-            " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
-        )
-        db.commit()
-    finally:
-        db.close()
 
 
 async def prompt(server: RawServer, session: str, text: str) -> tuple[Frame, list[Frame]]:

@@ -2,6 +2,10 @@
 
 Terminals really run their command (in a new process group) so that cancellation tests can
 check that nothing is left running; every created terminal must be released.
+
+Over real pipes it answers a `RawServer`'s requests; in process, `InProcessPeer` is the agent's
+connection (requests to the editor, session/update notifications kept), and `InProcessClient`
+is a session's or a turn's `EditorApi`.
 """
 
 from __future__ import annotations
@@ -10,10 +14,11 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from acp_server.errors import RemoteError
 from tests.support.raw import RawServer
 
 Chooser = Callable[[dict[str, Any]], str | None]  # permission params -> optionId (None: cancel)
@@ -39,7 +44,7 @@ class FakeEditor:
             "terminal": self.terminal,
         }
 
-    def attach(self, server: RawServer) -> None:
+    def attach(self, server: RawServer | InProcessPeer) -> None:
         server.handlers.update(
             {
                 "session/request_permission": self.request_permission,
@@ -205,3 +210,34 @@ class InProcessClient:
 
     async def release_terminal(self, terminal_id: str) -> None:
         await self.editor.release({"terminalId": terminal_id})
+
+
+class InProcessPeer:
+    """The connection of an in-process `AcpAgent`: the agent's requests are answered by the
+    attached editor's handlers, its notifications are kept in order."""
+
+    def __init__(self, editor: FakeEditor | None = None) -> None:
+        self.handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {}
+        self.notifications: list[tuple[str, dict[str, Any]]] = []
+        if editor is not None:
+            editor.attach(self)
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.notifications.append((method, params))
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        handler = self.handlers.get(method)
+        if handler is None:
+            raise RemoteError(-32601, f"Method not found: {method}")
+        return await handler(params)
+
+    async def drain(self) -> None:
+        return None
+
+    def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The session/update payloads sent so far (of one session, or of all)."""
+        return [
+            params["update"]
+            for method, params in self.notifications
+            if method == "session/update" and session_id in (None, params["sessionId"])
+        ]
