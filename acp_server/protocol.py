@@ -9,7 +9,6 @@ the methods on stored sessions (load, resume, list, close, delete, fork) are in 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,8 +24,6 @@ if TYPE_CHECKING:
     from acp_server.registry import Sessions
     from acp_server.session import PromptOutcome
     from acp_server.updates import Update
-
-log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 # Text and resource_link are always allowed; content.admit refuses what these leave out.
