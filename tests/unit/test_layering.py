@@ -23,7 +23,7 @@ PACKAGE = Path(acp_server.__file__).parent
 LAYERS: Layers = [
     ("command line", ["__main__", "cli", "client", "sessions_cli", "export"]),
     ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
-    ("wire", ["jsonrpc", "stdio"]),
+    ("wire", ["jsonrpc", "jsonline", "stdio"]),
     ("session", ["session", "session_config", "transcript", "store"]),
     ("agent", ["agent"]),
     ("tools and backends", ["tools", "backends", "permissions", "clientapi"]),
@@ -42,8 +42,9 @@ def test_acp_server_imports_flow_downward_without_cycles() -> None:
 
 def test_the_wire_knows_nothing_about_acp() -> None:
     graph = imports(PACKAGE)
-    assert graph["acp_server.jsonrpc"] <= {"acp_server.errors"}
-    assert graph["acp_server.stdio"] <= {"acp_server.errors"}
+    wire = {"acp_server.jsonrpc", "acp_server.jsonline", "acp_server.stdio"}
+    for module in wire:
+        assert graph[module] <= wire | {"acp_server.errors"}, module
 
 
 # --- the checker, on tiny packages ------------------------------------------------------------
