@@ -27,6 +27,8 @@ LAYERS: Layers = [
     ("session", ["session", "session_config", "transcript", "store"]),
     ("agent", ["agent"]),
     ("tools and backends", ["tools", "backends", "permissions", "clientapi"]),
+    # Pure arithmetic over the neutral messages: the agent's budget and compaction.
+    ("context", ["context"]),
     ("vocabulary", ["messages", "updates", "errors", "schemas", "config", "markdown", "__init__"]),
 ]
 
