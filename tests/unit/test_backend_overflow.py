@@ -225,3 +225,29 @@ async def test_a_scripted_overflow_is_reported_as_one() -> None:
     [second] = stream_errors([e async for e in backend.stream(ASK)])
     assert first.overflow == ContextOverflow(4096, None)
     assert second.overflow is None
+
+
+async def test_every_backend_against_an_enforced_window() -> None:
+    """The mock refusing for its window the way each server does; each backend reports the
+    overflow with what the server said (Ollama says no numbers)."""
+    async with running_mock_llm(window=10) as llm:
+        backends: list[OpenAIBackend | AnthropicBackend | OllamaBackend] = [
+            OpenAIBackend(llm.url + "/v1", "m", retry=FAST),
+            AnthropicBackend(llm.url, "claude-sonnet-4-5", "sk-ant", retry=FAST),
+            OllamaBackend(llm.url, "qwen3:8b", retry=FAST),
+        ]
+        found = []
+        try:
+            for backend in backends:
+                [error] = stream_errors([e async for e in backend.stream(ASK)])
+                found.append(error.overflow)
+        finally:
+            for backend in backends:
+                await backend.aclose()
+        openai, anthropic, _ = llm.counted
+        assert found == [
+            ContextOverflow(10, openai),
+            ContextOverflow(10, anthropic),
+            ContextOverflow(),
+        ]
+        assert len(llm.overflows) == 3
