@@ -24,7 +24,7 @@ LAYERS: Layers = [
     ("command line", ["__main__", "cli", "client", "sessions_cli", "export"]),
     ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
     ("wire", ["jsonrpc", "stdio"]),
-    ("session", ["session", "session_config", "transcript", "store"]),
+    ("session", ["session", "session_config", "transcript", "store", "commands"]),
     ("agent", ["agent"]),
     ("tools and backends", ["tools", "backends", "permissions", "clientapi"]),
     # Pure arithmetic over the neutral messages: the agent's budget and compaction.
