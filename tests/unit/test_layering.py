@@ -24,10 +24,15 @@ LAYERS: Layers = [
     ("command line", ["__main__", "cli", "client", "sessions_cli", "export"]),
     ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
     ("wire", ["jsonrpc", "jsonline", "stdio"]),
-    ("session", ["session", "session_config", "transcript", "store"]),
+    ("session", ["session", "session_config", "transcript", "store", "store_schema", "commands"]),
     ("agent", ["agent"]),
     ("tools and backends", ["tools", "backends", "permissions", "clientapi"]),
-    ("vocabulary", ["messages", "updates", "errors", "schemas", "config", "markdown", "__init__"]),
+    # Pure arithmetic over the neutral messages: the agent's budget and compaction.
+    ("context", ["context"]),
+    (
+        "vocabulary",
+        ["messages", "updates", "errors", "schemas", "config", "markdown", "redaction", "__init__"],
+    ),
 ]
 
 
