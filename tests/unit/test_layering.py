@@ -25,8 +25,8 @@ LAYERS: Layers = [
     ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
     ("wire", ["jsonrpc", "jsonline", "stdio"]),
     ("session", ["session", "session_config", "transcript", "store", "store_schema", "commands"]),
-    ("agent", ["agent"]),
-    ("tools and backends", ["tools", "backends", "permissions", "clientapi"]),
+    ("agent", ["agent", "models", "configfile", "configshow", "carryover", "tomllines"]),
+    ("tools and backends", ["tools", "backends", "permissions", "clientapi", "thought"]),
     # Pure arithmetic over the neutral messages: the agent's budget and compaction.
     ("context", ["context"]),
     (
