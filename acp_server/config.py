@@ -1,16 +1,39 @@
-"""Settings that shape every session, and where the agent keeps its data.
+"""Settings that shape every session, and where the agent keeps its data (`data_dir`,
+`store_path`).
 
 Later: settings loaded from TOML (XDG) and the environment and validated by
-schemas/config.schema.json; for now filled from the command line.
+schemas/config.schema.json; for now filled from the command line and these environment
+variables:
+
+- `ACP_SERVER_CONTEXT_WINDOW`: the model's context window in tokens, when the model server does
+  not tell it or tells it wrong (`--context-window N` wins over it). The smallest of this, what
+  the server reports and what the agent observes is used.
+- `ACP_SERVER_REPLY_RESERVE`: tokens kept free for the model's reply (default: a quarter of the
+  window, at most 4,096).
+
+A value that is not a whole number, or out of range, is an error that names the setting and
+says what to write instead: a wrong window silently ignored would bring back the overflows it
+was set to prevent.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 STORE_FILE = "sessions.sqlite3"
+
+CONTEXT_WINDOW_ENV = "ACP_SERVER_CONTEXT_WINDOW"
+REPLY_RESERVE_ENV = "ACP_SERVER_REPLY_RESERVE"
+# No model has a smaller window (the same floor as context.window.MIN_WINDOW).
+MIN_CONTEXT_WINDOW = 512
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used; the message is for a person."""
 
 
 @dataclass
@@ -21,6 +44,57 @@ class Settings:
     # context window is: unknown is never treated as unlimited.
     default_context_window: int = 8192
     context_window: int | None = None  # configured; the smallest known value wins
+    reply_reserve: int | None = None  # tokens kept for the reply; None: relative to the window
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], *, context_window: int | None = None) -> Settings:
+        """Settings from the environment; `context_window` (the `--context-window` flag, read
+        with `context_window_flag`) wins over `ACP_SERVER_CONTEXT_WINDOW`. Raises
+        SettingsError for a value that cannot be used."""
+        window = context_window
+        if window is None:
+            window = _tokens(
+                environ.get(CONTEXT_WINDOW_ENV), CONTEXT_WINDOW_ENV, MIN_CONTEXT_WINDOW
+            )
+        reserve = _tokens(environ.get(REPLY_RESERVE_ENV), REPLY_RESERVE_ENV, 0, example=2048)
+        if window is not None and reserve is not None and reserve * 2 >= window:
+            raise SettingsError(
+                f"{REPLY_RESERVE_ENV} is {reserve:,} tokens, but the context window is "
+                f"{window:,}: the reply reserve must be less than half of it, so that most of "
+                f"the window is left for the conversation. Lower {REPLY_RESERVE_ENV}, or unset "
+                "it to use the default."
+            )
+        return cls(context_window=window, reply_reserve=reserve)
+
+
+def context_window_flag(text: str) -> int:
+    """`--context-window N` as an argparse `type`: the error names the problem."""
+    try:
+        value = _tokens(text, "--context-window", MIN_CONTEXT_WINDOW)
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            "--context-window needs a number of tokens, such as 32768."
+        )
+    return value
+
+
+def _tokens(raw: str | None, name: str, minimum: int, example: int = 32768) -> int | None:
+    """A count of tokens from a setting's text; None when it is unset or empty."""
+    text = (raw or "").strip().replace("_", "")
+    if not text:
+        return None
+    if not text.isdecimal():
+        raise SettingsError(
+            f"{name} must be a whole number of tokens, such as {example}, but it is {raw!r}."
+        )
+    value = int(text)
+    if value < minimum:
+        raise SettingsError(
+            f"{name} is {value:,} tokens, which is too small: it must be at least {minimum:,}."
+        )
+    return value
 
 
 def data_dir() -> Path:

@@ -115,10 +115,22 @@ class Finish:
 
 
 @dataclass(frozen=True)
+class ContextOverflow:
+    """The server refused the request because it does not fit the model's context window.
+    Either number may be missing: servers word this differently and some give none."""
+
+    window: int | None = None  # the server's window in tokens, when it said
+    prompt_tokens: int | None = None  # the server's count of the prompt it was sent, when it said
+
+
+@dataclass(frozen=True)
 class StreamError:
-    """The backend failed in a way that ends this round; `message` is for a person."""
+    """The backend failed in a way that ends this round; `message` is for a person.
+    `overflow` is set when the failure was a context overflow, so the loop can compact and
+    retry without reading the message."""
 
     message: str
+    overflow: ContextOverflow | None = None
 
 
 @dataclass(frozen=True)

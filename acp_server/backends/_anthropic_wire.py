@@ -219,8 +219,8 @@ class EventParser:
             data = json.loads(sse.data)
         except ValueError:
             if sse.event == "error":
-                detail = sse.data[:500]
-                raise BackendError(f"The Anthropic API reported an error: {detail}") from None
+                failure = error_from_payload({"error": sse.data[:500]})
+                raise failure or BackendError("The model server reported an error.") from None
             log.debug("ignoring a non-JSON stream frame: %.200s", sse.data)
             return []
         if not isinstance(data, dict):

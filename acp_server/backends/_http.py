@@ -40,7 +40,6 @@ import contextlib
 import email.utils
 import json
 import random
-import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -49,16 +48,12 @@ from typing import Any
 import httpx
 
 from acp_server import redaction
-from acp_server.messages import Event, Notice, StreamError
+from acp_server.backends.overflow import parse_overflow
+from acp_server.messages import ContextOverflow, Event, Notice, StreamError
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 MAX_DETAIL = 500  # characters of an unrecognized error body shown to a person
 _MAX_BODY = 64 * 1024  # bytes of an error body read at all
-_OVERFLOW = re.compile(
-    r"context[ _-]?(length|window|size)|too many tokens|maximum context|prompt is too long"
-    r"|exceeds? (the )?(available |maximum )?context",
-    re.IGNORECASE,
-)
 SERVER = "The model server"
 
 
@@ -121,7 +116,7 @@ class BackendError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         body: str = "",
-        context_overflow: bool = False,
+        context_overflow: ContextOverflow | None = None,
     ) -> None:
         message = redaction.redact(message)
         super().__init__(message)
@@ -132,6 +127,7 @@ class BackendError(Exception):
         self.retry_after = retry_after
         # The raw error body (capped, redacted), for callers that look for a keyword.
         self.body = redaction.redact(body)
+        # Set when the server said the request does not fit its window (see `overflow`).
         self.context_overflow = context_overflow
 
 
@@ -248,7 +244,8 @@ def error_from_response(
 ) -> BackendError:
     """The BackendError for a non-2xx answer: classified, with the best message for a person."""
     phrase = _phrase(status)
-    envelope = envelope_message(_loads(body))
+    payload = _loads(body)
+    envelope = envelope_message(payload)
     detail = envelope or _plain_detail(body, headers)
     retry_after = retry_after_seconds(headers)
     if status in (401, 403):
@@ -256,12 +253,13 @@ def error_from_response(
         message = f"{SERVER} refused the request (HTTP {status} {phrase}). Check the API key in "
         message += f"{where}." + (f" It said: {detail}" if detail else "")
         return BackendError(message, status=status, body=body)
-    if status in (400, 413, 422) and detail and _OVERFLOW.search(detail):
+    overflow = parse_overflow(detail, payload) if status in (400, 413, 422) else None
+    if overflow is not None:
         return BackendError(
             f"The conversation is too long for the model's context window: {detail}",
             status=status,
             body=body,
-            context_overflow=True,
+            context_overflow=overflow,
         )
     overloaded = "overloaded" in body.lower()
     message = f"{SERVER} answered HTTP {status} {phrase}" + (f": {detail}" if detail else ".")
@@ -285,10 +283,11 @@ def error_from_payload(payload: Any) -> BackendError | None:
     code = error.get("code") if isinstance(error, dict) else None
     overloaded = "overloaded" in f"{kind} {detail}".lower()
     transient = overloaded or code in TRANSIENT_STATUS
-    if _OVERFLOW.search(detail):
+    overflow = parse_overflow(detail, payload)
+    if overflow is not None:
         return BackendError(
             f"The conversation is too long for the model's context window: {detail}",
-            context_overflow=True,
+            context_overflow=overflow,
         )
     return BackendError(
         f"{SERVER} reported an error: {detail}",
@@ -397,7 +396,7 @@ async def retrying(
             return
         except BackendError as failure:
             if started or not failure.transient or number >= policy.attempts:
-                yield StreamError(_final_message(failure, number))
+                yield StreamError(_final_message(failure, number), failure.context_overflow)
                 return
             delay = policy.delay(number, failure.retry_after)
             yield retry_notice(failure, delay, number + 1, policy.attempts)

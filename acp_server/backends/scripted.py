@@ -6,7 +6,8 @@ The script is a JSON array of rounds, or JSONL with one round per line (or, for 
 the same rounds as a list: `ScriptedBackend.from_rounds`). Each model request
 consumes the next round, across turns and sessions of one server process. A round may stream a
 `thought`, then `text`, then ask for `tool_calls`, report `usage`, and end with `finish` (or with
-an `error`). When the script runs out, each further request answers with a short notice.
+an `error`; one worded like a server's context-overflow error is reported as an overflow).
+When the script runs out, each further request answers with a short notice.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server import schemas
+from acp_server.backends.overflow import parse_overflow
 from acp_server.messages import (
     Event,
     Finish,
@@ -184,6 +186,7 @@ async def _play(spec: dict[str, Any], number: str) -> AsyncIterator[Event]:
     if "usage" in spec:
         yield Usage(spec["usage"]["prompt_tokens"], spec["usage"]["completion_tokens"])
     if "error" in spec:
-        yield StreamError(spec["error"])
+        # Worded like a server's overflow, it is reported as one (as the HTTP backends do).
+        yield StreamError(spec["error"], parse_overflow(spec["error"]))
         return
     yield Finish(_FINISH[spec.get("finish") or ("tool_calls" if calls else "stop")])

@@ -141,10 +141,10 @@ def list_sessions(cwd: str | None, limit: int | None, out: TextIO | None = None)
         return 0
     try:
         wanted = _directory(cwd) if cwd is not None else None
-        rows = store.list(cwd=wanted, limit=limit + 1)
+        rows = store.list(cwd=wanted, limit=limit + 1, prompted_only=True)
         if not rows and wanted is not None and os.path.realpath(wanted) != wanted:
             wanted = os.path.realpath(wanted)  # the editor may have sent the resolved path
-            rows = store.list(cwd=wanted, limit=limit + 1)
+            rows = store.list(cwd=wanted, limit=limit + 1, prompted_only=True)
         shown = [(row, store.message_count(row.id)) for row in rows[:limit]]
     finally:
         store.close()

@@ -8,14 +8,13 @@ loop uses it like this (see each module for the rules):
     if fit.status == "too_large": tell the user fit.problem(); leave history alone
     if fit.status == "compact": result = await compact(budget, system, tools, history, summarize)
     budget.after_round(fit, usage.prompt_tokens)   # -> lowered window: warn once, compact next
-    budget.after_overflow(error_text, fit)         # an overflow error: compact, retry once
+    budget.after_overflow(stream_error.overflow, fit)  # an overflow error: compact, retry once
     clip_result(text, fit.room, budget.estimator, tool_name)        # an oversized tool result
     usage_update: used = reported prompt tokens or fit.used, size = fit.window
 """
 
 from acp_server.context.compact import Compaction, Summarize, compact, shrank
 from acp_server.context.fit import ContextBudget, Fit
-from acp_server.context.overflow import Overflow, parse_overflow
 from acp_server.context.profile import ToolProfile, apply_profile, choose_profile
 from acp_server.context.prune import prune_tool_outputs
 from acp_server.context.state import KeptState, is_state_message, rebuild
@@ -30,7 +29,6 @@ __all__ = [
     "Estimator",
     "Fit",
     "KeptState",
-    "Overflow",
     "Summarize",
     "ToolProfile",
     "Window",
@@ -39,7 +37,6 @@ __all__ = [
     "clip_result",
     "compact",
     "is_state_message",
-    "parse_overflow",
     "prune_tool_outputs",
     "rebuild",
     "shrank",

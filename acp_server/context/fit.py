@@ -22,10 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from acp_server.context.overflow import Overflow, parse_overflow
 from acp_server.context.tokens import Estimator
 from acp_server.context.window import Window, truncated_to
-from acp_server.messages import Message, ToolSpec
+from acp_server.messages import ContextOverflow, Message, ToolSpec
 
 FitStatus = Literal["fits", "compact", "too_large"]
 THRESHOLD = 0.85  # compact above this share of the budget
@@ -166,12 +165,9 @@ class ContextBudget:
         est.observe(fit.raw_text, reported_prompt_tokens)
         return None
 
-    def after_overflow(self, error: str, fit: Fit | None = None) -> Overflow | None:
-        """After an error from the server: when it is a context overflow, learn the window
-        (from the error, or below what was sent) and the correction; None when it is not."""
-        overflow = parse_overflow(error)
-        if overflow is None:
-            return None
+    def after_overflow(self, overflow: ContextOverflow, fit: Fit | None = None) -> None:
+        """After the server refused a request as too long (`StreamError.overflow`): learn the
+        window (from the error, or below what was sent) and the estimate's correction."""
         if overflow.prompt_tokens and fit is not None:
             self.estimator.observe(fit.raw_text, overflow.prompt_tokens)
         if overflow.window:
@@ -179,7 +175,6 @@ class ContextBudget:
         elif overflow.prompt_tokens or fit is not None:  # it did not say: below what was sent
             sent = overflow.prompt_tokens or (fit.used if fit is not None else 0)
             self.window.lower(int(sent * 0.8))
-        return overflow
 
     def _system_tokens(self, system: str) -> int:
         cached = self._system[0]

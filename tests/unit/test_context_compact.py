@@ -19,6 +19,7 @@ from acp_server.context.state import is_state_message
 from acp_server.context.truncate import clip_result
 from acp_server.context.window import Window
 from acp_server.messages import (
+    ContextOverflow,
     Message,
     ModelRequest,
     ToolCall,
@@ -222,14 +223,16 @@ class StrictServer:
             chars += sum(len(json.dumps(c.arguments)) + 30 for c in m.tool_calls)
         return int(chars / 3.2)
 
-    def send(self, system: str, tools: tuple[ToolSpec, ...], history: list[Message]) -> str | int:
-        """The error body, or the prompt tokens reported (0: none)."""
+    def send(
+        self, system: str, tools: tuple[ToolSpec, ...], history: list[Message]
+    ) -> ContextOverflow | int:
+        """The overflow (as a backend reports llama.cpp's error body), or the prompt tokens
+        reported (0: none)."""
         n = self.tokens(system, tools, history)
         self.sent.append(n)
         if self.n_ctx is not None and n > self.n_ctx:
             self.rejected += 1
-            error = {"type": "exceed_context_size_error", "n_prompt_tokens": n, "n_ctx": self.n_ctx}
-            return json.dumps({"error": {"code": 400, "message": "request too large", **error}})
+            return ContextOverflow(window=self.n_ctx, prompt_tokens=n)
         return 0 if self.report_cap is None else min(n, self.report_cap)
 
 
@@ -268,7 +271,7 @@ class Loop:
                     self.warned_at = self.warned_at or len(self.server.sent)
                 return hist
             assert attempt == 0, "a second overflow for the same request"
-            assert self.budget.after_overflow(answer, fit) is not None
+            self.budget.after_overflow(answer, fit)
         raise AssertionError("unreachable")
 
     async def turn(self, hist: list[Message], n: int, chars: int) -> list[Message]:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from acp_server.context.fit import ContextBudget, Fit
 from acp_server.context.tokens import Estimator
 from acp_server.context.window import Window
-from acp_server.messages import Message, ToolCall, ToolSpec, text_message
+from acp_server.messages import ContextOverflow, Message, ToolCall, ToolSpec, text_message
 
 TOOLS = (ToolSpec("read_file", "Read a file.", {"type": "object"}),)
 
@@ -147,16 +145,7 @@ def test_an_overflow_error_teaches_the_window_and_the_correction() -> None:
     budget = ContextBudget(Window(configured=32768))
     hist = history(40)
     fit = budget.fit("system", TOOLS, hist)
-    body = {
-        "error": {
-            "message": "request exceeds the available context size",
-            "type": "exceed_context_size_error",
-            "n_prompt_tokens": int(fit.raw_text * 1.25),
-            "n_ctx": 8192,
-        }
-    }
-    overflow = budget.after_overflow(json.dumps(body), fit)
-    assert overflow is not None and overflow.window == 8192
+    budget.after_overflow(ContextOverflow(8192, int(fit.raw_text * 1.25)), fit)
     assert budget.window.size == 8192
     assert abs(budget.estimator.factor - 1.25) < 0.001
 
@@ -164,15 +153,14 @@ def test_an_overflow_error_teaches_the_window_and_the_correction() -> None:
 def test_an_overflow_without_numbers_lowers_below_what_was_sent() -> None:
     budget = ContextBudget(Window(configured=32768))
     fit = budget.fit("system", TOOLS, history(40))
-    assert budget.after_overflow("input length exceeds the context length", fit) is not None
+    budget.after_overflow(ContextOverflow(), fit)
     assert budget.window.size < fit.used
 
 
-def test_other_errors_change_nothing() -> None:
+def test_an_overflow_with_only_the_prompt_count_lowers_below_it() -> None:
     budget = ContextBudget(Window(configured=32768))
-    fit = budget.fit("system", TOOLS, history(4))
-    assert budget.after_overflow("HTTP 500 Internal Server Error", fit) is None
-    assert budget.window.size == 32768
+    budget.after_overflow(ContextOverflow(prompt_tokens=10_000))
+    assert budget.window.size == 8000
 
 
 def test_fit_is_a_value() -> None:

@@ -23,9 +23,11 @@ LAYERS: Layers = [
     ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
     ("wire", ["jsonrpc", "jsonline", "stdio"]),
     ("session registry", ["registry"]),
-    ("session", ["session", "session_config", "transcript", "store", "store_schema"]),
-    ("agent", ["agent"]),
-    ("tools, backends, context", ["tools", "backends", "context", "permissions", "editor_api"]),
+    ("session", ["session", "session_config", "transcript", "store", "store_schema", "commands"]),
+    ("agent", ["agent", "models", "configfile", "configshow", "carryover", "tomllines"]),
+    ("tools and backends", ["tools", "backends", "permissions", "editor_api", "thought"]),
+    # Pure arithmetic over the neutral messages: the agent's budget and compaction.
+    ("context", ["context"]),
     (
         "vocabulary",
         ["messages", "updates", "errors", "schemas", "config", "markdown", "redaction", "__init__"],

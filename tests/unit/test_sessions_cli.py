@@ -253,6 +253,19 @@ def test_list_shows_every_session_newest_first(stored: Stored) -> None:
     assert f"2 sessions in {stored.data / 'sessions.sqlite3'}" in done.stdout
 
 
+def test_list_leaves_out_sessions_never_prompted(stored: Stored) -> None:
+    # Editors open sessions they never use (CodeCompanion's resume picker filled with them).
+    store = Store(stored.data / "sessions.sqlite3")
+    now = time.time()
+    store.create(SessionRow("sess_unused", str(stored.project), [], None, now, now, {}))
+    asyncio.run(store.flush())
+    store.close()
+    done = sessions(stored.data)
+    assert done.returncode == 0, done.stderr
+    assert "sess_unused" not in done.stdout
+    assert "2 sessions in" in done.stdout
+
+
 def test_list_filters_by_directory_and_limits(stored: Stored) -> None:
     only = sessions(stored.data, "--cwd", str(stored.project))
     assert stored.real in only.stdout and stored.direct not in only.stdout

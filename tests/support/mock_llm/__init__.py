@@ -7,7 +7,23 @@ byte) only exist on a real socket. Stdlib asyncio only; one request per connecti
 
 Layout: `server` (routing, discovery, the script queue, faults), `http_io` (one request in,
 one response out), `script` (a scripted response split into pieces, the shape of a dialect),
-and one module per dialect: `openai`, `anthropic`, `ollama`.
+one module per dialect: `openai`, `anthropic`, `ollama`; `view` (any dialect's request read as
+one neutral conversation, its token count, the strict tool check) and `responders`.
+
+Small-server options (`MockLLM(...)`, `running_mock_llm(...)`, or attributes while it runs):
+`window=N` counts each chat request's prompt (`view.count_tokens`: the JSON of system,
+messages and tools at 3.2 characters a token, stricter than the agent's estimate; an image is
+1,000) and refuses one over N with HTTP 400 and the dialect's overflow error (llama.cpp's
+`exceed_context_size_error` body with `n_prompt_tokens`/`n_ctx`; Anthropic's "prompt is too
+long: P tokens > N maximum"; Ollama's "the input length exceeds the context length"), without
+consuming a queued response; `report_window=N` tells N where servers do (as
+`set(context_length=N)`); `cap_prompt_tokens=N` reports `prompt_tokens = min(real, N)` (a
+server that silently cut the prompt); `responder=f(request_json) -> response dict` answers when
+the queue is empty (`responders.file_reader()` plays a long tool-heavy session);
+`strict_tools=True` refuses (HTTP 400) a history with an orphaned tool result or a tool call
+without its result. Records: `requests` (every request, body included), `counted` (the prompt
+tokens of each chat request that passed the validator), `overflows` (requests refused for the
+window), `invalid` ((request, reason) refused by the validator).
 
 Endpoints: `POST /v1/chat/completions` (OpenAI SSE), `POST /v1/messages` (Anthropic SSE),
 `POST /api/chat` (Ollama NDJSON), and discovery: `GET /v1/models`, `GET /props` (llama.cpp),
@@ -25,24 +41,30 @@ A scripted response is a dialect-neutral dict; the endpoint that receives it pic
     fault parameters: status, retry_after, body, after (frames sent before a cut, a stall
            or an error frame), seconds, message, error_type, name + arguments, piece_chars.
 
-Defaults worth knowing: `finish` is "tool_calls" when there are tool calls, else "stop";
-`usage` defaults to prompt_tokens = request bytes / 4 (errs high) and is omitted entirely
-with `"usage": None`; `prompt_tokens` is the whole prompt (OpenAI meaning), so Anthropic gets
-input_tokens = prompt - cached - cache_creation. `after` defaults to half the content frames
-(0 for error_frame). Tool ids default to call_mockN / toolu_mockN; Ollama tool calls carry no
-id unless `ollama_ids` (older Ollama sends none). `stream` defaults to false for OpenAI and
-Anthropic and to true for Ollama, as the real servers do. `reject_stream_options` stays
-queued when it rejects; `reject_null_content` is consumed either way. An empty queue answers
-NO_SCRIPT_TEXT with finish "stop". Discovery: `set(context_length=N)` feeds /v1/models
-`context_length`, /props `default_generation_settings.n_ctx`, /api/show
+Defaults worth knowing: `finish` is "tool_calls" when there are tool calls, else "stop"; `usage`
+defaults to prompt_tokens = the prompt as counted for `window` (errs high) and is omitted
+entirely with `"usage": None`; `prompt_tokens` is the whole prompt (OpenAI meaning), so
+Anthropic gets input_tokens = prompt - cached - cache_creation. `after` defaults to half the
+content frames (0 for error_frame). Tool ids default to call_mockN / toolu_mockN; Ollama tool
+calls carry no id unless `ollama_ids` (older Ollama sends none). `stream` defaults to false for
+OpenAI and Anthropic and to true for Ollama, as the real servers do. `reject_stream_options`
+stays queued when it rejects; `reject_null_content` is consumed either way. An empty queue asks
+the responder, or answers NO_SCRIPT_TEXT with finish "stop". Discovery: `set(context_length=N)`
+feeds /v1/models `context_length`, /props `default_generation_settings.n_ctx`, /api/show
 `model_info["<arch>.context_length"]` and `parameters` num_ctx; `n_ctx`, `num_ctx`,
-`n_ctx_train` (llama.cpp's /v1/models `meta`), `arch` and `model` override. /props answers
-404 while no window is known (a server that is not llama.cpp).
+`n_ctx_train` (llama.cpp's /v1/models `meta`), `arch` and `model` override. /props answers 404
+while no window is known (a server that is not llama.cpp).
 """
 
 from tests.support.mock_llm.http_io import Recorded
 from tests.support.mock_llm.script import ERROR_FRAME_TEXT, NO_SCRIPT_TEXT, Response
-from tests.support.mock_llm.server import CHAT_PATHS, MockLLM, mock_llm, running_mock_llm
+from tests.support.mock_llm.server import (
+    CHAT_PATHS,
+    MockLLM,
+    Responder,
+    mock_llm,
+    running_mock_llm,
+)
 
 __all__ = [
     "CHAT_PATHS",
@@ -50,6 +72,7 @@ __all__ = [
     "NO_SCRIPT_TEXT",
     "MockLLM",
     "Recorded",
+    "Responder",
     "Response",
     "mock_llm",
     "running_mock_llm",

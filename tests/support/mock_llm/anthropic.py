@@ -115,4 +115,10 @@ def error_frame(message: str, kind: str | None) -> bytes:
     return sse(error_body(529, message, kind or "overloaded_error"), "error")
 
 
-DIALECT = Dialect("text/event-stream", False, frames, complete, error_body, error_frame)
+def overflow_body(prompt: int, n_ctx: int) -> dict[str, Any]:
+    return error_body(400, f"prompt is too long: {prompt} tokens > {n_ctx} maximum")
+
+
+DIALECT = Dialect(
+    "text/event-stream", False, frames, complete, error_body, error_frame, overflow_body
+)

@@ -75,5 +75,13 @@ def error_frame(message: str, kind: str | None) -> bytes:
     return ndjson({"error": message})
 
 
+def overflow_body(prompt: int, n_ctx: int) -> dict[str, Any]:
+    """Newer Ollama refuses instead of cutting the prompt when truncation is off; by default it
+    cuts silently (the mock's `cap_prompt_tokens` plays that)."""
+    return error_body(400, "the input length exceeds the context length")
+
+
 # Ollama streams unless the request says `"stream": false`, as the real server does.
-DIALECT = Dialect("application/x-ndjson", True, frames, complete, error_body, error_frame)
+DIALECT = Dialect(
+    "application/x-ndjson", True, frames, complete, error_body, error_frame, overflow_body
+)

@@ -116,4 +116,13 @@ def error_frame(message: str, kind: str | None) -> bytes:
     return sse(error_body(500, message, kind or "server_error"))
 
 
-DIALECT = Dialect("text/event-stream", False, frames, complete, error_body, error_frame)
+def overflow_body(prompt: int, n_ctx: int) -> dict[str, Any]:
+    """llama.cpp's server (the OpenAI-compatible local server with the most precise error)."""
+    message = "the request exceeds the available context size, try increasing it"
+    error = {"code": 400, "message": message, "type": "exceed_context_size_error"}
+    return {"error": {**error, "n_prompt_tokens": prompt, "n_ctx": n_ctx}}
+
+
+DIALECT = Dialect(
+    "text/event-stream", False, frames, complete, error_body, error_frame, overflow_body
+)

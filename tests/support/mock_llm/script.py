@@ -50,9 +50,12 @@ class Dialect:
     complete: Callable[[Plan, str], dict[str, Any]]
     error_body: Callable[[int, str, str | None], Any]
     error_frame: Callable[[str, str | None], bytes]
+    # The HTTP 400 body refusing a prompt of `prompt` tokens for a window of `n_ctx` tokens.
+    overflow_body: Callable[[int, int], Any]
 
 
-def make_plan(resp: Response, request_body: bytes) -> Plan:
+def make_plan(resp: Response, prompt_tokens: int) -> Plan:
+    """`prompt_tokens`: the request's prompt as counted by the server (the default usage)."""
     words = int(resp.get("chunk_words", 1))
     calls = []
     for call in resp.get("tool_calls") or []:
@@ -75,7 +78,7 @@ def make_plan(resp: Response, request_body: bytes) -> Plan:
         text=text,
         calls=calls,
         finish=finish,
-        usage=_usage(resp, request_body),
+        usage=_usage(resp, prompt_tokens),
         signature=resp.get("signature", "sig-1"),
         raw=resp,
     )
@@ -117,14 +120,13 @@ def _inline_markup(resp: Response, calls: list[Call]) -> list[str]:
     return [markup[i : i + size] for i in range(0, len(markup), size)]
 
 
-def _usage(resp: Response, request_body: bytes) -> dict[str, int] | None:
+def _usage(resp: Response, prompt_tokens: int) -> dict[str, int] | None:
     if "usage" in resp and resp["usage"] is None:
         return None
     given = dict(resp.get("usage") or {})
-    # Default prompt count errs high (raw JSON bytes / 4) so truncation guards stay quiet.
     output = len(resp.get("text", "")) + len(resp.get("thought", ""))
     return {
-        "prompt_tokens": int(given.get("prompt_tokens", max(1, len(request_body) // 4))),
+        "prompt_tokens": int(given.get("prompt_tokens", max(1, prompt_tokens))),
         "completion_tokens": int(given.get("completion_tokens", max(1, output // 4))),
         "cached_tokens": int(given.get("cached_tokens", 0)),
         "cache_creation_tokens": int(given.get("cache_creation_tokens", 0)),

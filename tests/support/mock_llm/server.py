@@ -1,4 +1,5 @@
-"""The mock server: routing, discovery endpoints, the script queue and the faults."""
+"""The mock server: routing, discovery endpoints, the script queue, the faults, and the limits
+of a small local server (a window, a silent cut, a strict validator)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -21,6 +22,9 @@ from tests.support.mock_llm.script import (
     Response,
     make_plan,
 )
+from tests.support.mock_llm.view import conversation, count_tokens, tool_problem
+
+Responder = Callable[[dict[str, Any]], Response]
 
 CHAT_PATHS: dict[str, Dialect] = {
     "/v1/chat/completions": openai.DIALECT,
@@ -36,18 +40,42 @@ _HTML_PAGE = (
 
 
 class MockLLM:
-    """A scripted LLM endpoint on 127.0.0.1 speaking OpenAI, Anthropic and Ollama wire."""
+    """A scripted LLM endpoint on 127.0.0.1 speaking OpenAI, Anthropic and Ollama wire.
+
+    The options (also settable as attributes while it runs) make it a small local server:
+    `window` refuses a prompt over that many tokens (counted by `view.count_tokens`) with the
+    dialect's overflow error; `report_window` tells that window on the discovery endpoints;
+    `cap_prompt_tokens` reports at most that many prompt tokens (a server that cut the prompt
+    silently); `responder(body)` answers when the queue is empty; `strict_tools` refuses a
+    history with an orphaned tool result or a call left without one."""
 
     # Writes each response; the relay benchmark swaps in one that notes when frames leave.
     response_writer: type[ResponseWriter] = ResponseWriter
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        window: int | None = None,
+        report_window: int | None = None,
+        cap_prompt_tokens: int | None = None,
+        responder: Responder | None = None,
+        strict_tools: bool = False,
+    ) -> None:
         self.url = ""
         self.requests: list[Recorded] = []
         self.info: dict[str, Any] = {"model": "mock-model"}
+        self.window = window
+        self.cap_prompt_tokens = cap_prompt_tokens
+        self.responder = responder
+        self.strict_tools = strict_tools
+        self.counted: list[int] = []  # the prompt tokens of every chat request, in order
+        self.overflows: list[Recorded] = []  # chat requests refused for the window
+        self.invalid: list[tuple[Recorded, str]] = []  # refused by `strict_tools`, and why
         self._script: deque[Response] = deque()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        if report_window is not None:
+            self.report_window = report_window
 
     def queue(self, *responses: Response) -> None:
         """Append responses, served in order to the chat endpoints of any dialect."""
@@ -56,6 +84,16 @@ class MockLLM:
     def set(self, **info: Any) -> None:
         """Discovery data: model, context_length; overrides n_ctx, num_ctx, n_ctx_train, arch."""
         self.info.update(info)
+
+    @property
+    def report_window(self) -> int | None:
+        """The window the discovery endpoints report (`set(context_length=...)`)."""
+        value = self.info.get("context_length")
+        return value if isinstance(value, int) else None
+
+    @report_window.setter
+    def report_window(self, tokens: int | None) -> None:
+        self.info["context_length"] = tokens
 
     @property
     def pending(self) -> int:
@@ -185,6 +223,11 @@ class MockLLM:
 
     def _next(self, body: dict[str, Any]) -> Response | None:
         """The response to serve; None means "rejected without consuming it"."""
+        if not self._script and self.responder is not None:
+            try:
+                return self.responder(body)
+            except Exception as exc:  # a broken responder shows at once (400: never retried)
+                return {"fault": "status", "status": 400, "message": f"mock responder: {exc!r}"}
         if not self._script:
             return {"text": NO_SCRIPT_TEXT, "finish": "stop"}
         resp = self._script[0]
@@ -192,8 +235,27 @@ class MockLLM:
             return None
         return self._script.popleft()
 
+    async def _admit(self, dialect: Dialect, req: Recorded, out: ResponseWriter) -> int | None:
+        """The request's prompt tokens; None when it was refused, as a strict server or one
+        with a small window refuses it."""
+        problem = tool_problem(conversation(req.json)) if self.strict_tools else None
+        if problem is not None:
+            self.invalid.append((req, problem))
+            await out.whole(400, dialect.error_body(400, problem, "invalid_request_error"))
+            return None
+        tokens = count_tokens(req.json)
+        self.counted.append(tokens)
+        if self.window is not None and tokens > self.window:
+            self.overflows.append(req)
+            await out.whole(400, dialect.overflow_body(tokens, self.window))
+            return None
+        return tokens
+
     async def _chat(self, dialect: Dialect, req: Recorded, out: ResponseWriter) -> None:
         body = req.json if isinstance(req.json, dict) else {}
+        prompt_tokens = await self._admit(dialect, req, out)
+        if prompt_tokens is None:
+            return
         resp = self._next(body)
         if resp is None:
             message = "Unrecognized request argument supplied: stream_options"
@@ -212,7 +274,10 @@ class MockLLM:
             return
         if fault == "slow_first_byte":
             await asyncio.sleep(float(resp.get("seconds", 1.0)))
-        plan = make_plan(resp, req.body)
+        plan = make_plan(resp, prompt_tokens)
+        if plan.usage is not None and self.cap_prompt_tokens is not None:
+            capped = min(plan.usage["prompt_tokens"], self.cap_prompt_tokens)
+            plan.usage["prompt_tokens"] = capped
         model = str(body.get("model") or self.info["model"])
         if body.get("stream", dialect.streams_by_default):
             await self._stream(dialect, plan, body, model, out)
@@ -283,9 +348,9 @@ class MockLLM:
 
 
 @contextlib.asynccontextmanager
-async def running_mock_llm() -> AsyncIterator[MockLLM]:
-    """Start a MockLLM for the duration of the block."""
-    server = MockLLM()
+async def running_mock_llm(**options: Any) -> AsyncIterator[MockLLM]:
+    """Start a MockLLM (with `MockLLM`'s options) for the duration of the block."""
+    server = MockLLM(**options)
     await server.start()
     try:
         yield server

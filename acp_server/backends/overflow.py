@@ -1,4 +1,4 @@
-"""Recognize a context-overflow error and read the window (and the prompt size) out of it.
+"""Recognize a model server's context-overflow error; read the window and prompt size out of it.
 
 Servers say it in many ways; the ones we know (an error's message, or its raw JSON body):
 
@@ -13,20 +13,25 @@ Servers say it in many ways; the ones we know (an error's message, or its raw JS
 - Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)"
 - Ollama and others without numbers: "... exceeds the context length", "context window full".
 
-`parse_overflow` answers None for anything else, an `Overflow` with the window and the prompt
-size when the text gives them.
+`parse_overflow` answers None for anything else, a `ContextOverflow` with the window and the
+prompt size when the error gives them. Every HTTP backend reads its errors through it (`_http`),
+so the agent loop gets the fact on `StreamError.overflow` and never parses a message meant for a
+person.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from acp_server.messages import ContextOverflow
+
+# Words only an overflow uses. Not "tokens exceed": "max_tokens exceeds the model's limit" is
+# about the reply, and compacting the conversation would not help it.
 _MARKERS = re.compile(
     r"context[ _-]?(length|window|size)|too many tokens|maximum context|prompt is too long"
-    r"|exceeds? (the )?(available |maximum )?context|exceed_context_size|tokens? exceed"
+    r"|exceeds? (the )?(available |maximum )?context|exceed_context_size"
     r"|maximum number of tokens allowed",
     re.IGNORECASE,
 )
@@ -57,20 +62,16 @@ _PROMPT = [
 ]
 
 
-@dataclass(frozen=True)
-class Overflow:
-    window: int | None = None  # the server's window, when it said
-    prompt_tokens: int | None = None  # the server's count of the prompt we sent, when it said
-
-
-def parse_overflow(text: str) -> Overflow | None:
-    """The overflow described by an error message or raw error body; None if it is not one."""
-    fields = _json_fields(text)
+def parse_overflow(text: str, payload: Any = None) -> ContextOverflow | None:
+    """The overflow an error describes; None if it is not one. `text` is the error's message or
+    its raw body; `payload` the body already parsed (else read from `text` when it is JSON)."""
+    fields = _error_fields(payload if payload is not None else _loads(text))
+    kind = f"{fields.get('type') or ''} {fields.get('code') or ''}"
     window = _int(fields.get("n_ctx")) or _first(_WINDOW, text)
     prompt = _int(fields.get("n_prompt_tokens")) or _first(_PROMPT, text)
-    if window is None and prompt is None and not _MARKERS.search(text):
+    if window is None and prompt is None and not _MARKERS.search(f"{kind} {text}"):
         return None
-    return Overflow(window, prompt)
+    return ContextOverflow(window, prompt)
 
 
 def _first(patterns: list[re.Pattern[str]], text: str) -> int | None:
@@ -81,14 +82,17 @@ def _first(patterns: list[re.Pattern[str]], text: str) -> int | None:
     return None
 
 
-def _json_fields(text: str) -> dict[str, Any]:
-    """The error object of a JSON body (`{"error": {...}}` or the top level), else empty."""
+def _loads(text: str) -> Any:
     if not text.lstrip().startswith("{"):
-        return {}
+        return None
     try:
-        payload = json.loads(text)
+        return json.loads(text)
     except ValueError:
-        return {}
+        return None
+
+
+def _error_fields(payload: Any) -> dict[str, Any]:
+    """The error object of a JSON body (`{"error": {...}}` or the top level), else empty."""
     if not isinstance(payload, dict):
         return {}
     error = payload.get("error")
