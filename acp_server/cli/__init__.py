@@ -55,6 +55,18 @@ exit status:
 """
 
 
+def _positive(text: str) -> int:
+    """A whole number of at least 1, as an argparse `type` (0 used to be ignored and a negative
+    number ended every turn before it started)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"needs a whole number of at least 1, not {text!r}")
+    return value
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--script",
@@ -72,7 +84,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-turn-requests",
         metavar="N",
-        type=int,
+        type=_positive,
         default=argparse.SUPPRESS,
         help="stop a turn after N model requests (default 50)",
     )

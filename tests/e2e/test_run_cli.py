@@ -160,6 +160,8 @@ def test_run_on_a_hosted_api_without_a_key_names_the_variable_at_once(
         (["--script", "missing.json"], "Cannot read the script"),
         (["--script", "broken.json"], "not valid JSON"),
         (["--script", "ok.json", "--cwd", "no/such/dir"], "no/such/dir"),
+        (["--script", "ok.json", "--max-turn-requests", "0"], "at least 1"),
+        (["--script", "ok.json", "--max-turn-requests", "-3"], "at least 1"),
     ],
 )
 def test_run_refuses_a_wrong_command_line_with_exit_2(
