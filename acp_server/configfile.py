@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server import schemas
+from acp_server import redaction, schemas
 from acp_server.backends.select import HOSTED, ollama_url
 from acp_server.tomllines import KeyPath, key_lines, line_of
 
@@ -317,6 +317,7 @@ def _build(
             headers=tuple(sorted(entry.get("headers", {}).items())),
             origin="built in, changed by the file" if base else "the file",
         )
+    _remember_secrets(providers.values())
     return Config(
         providers=tuple(providers.values()),
         models=tuple(_model(entry) for entry in data.get("models", [])),
@@ -326,6 +327,16 @@ def _build(
         path=path,
         stamp=stamp,
     )
+
+
+def _remember_secrets(providers: Iterable[Provider]) -> None:
+    """Tell `redaction` every key variable and secret header the file configures, so those
+    keys are hidden from what the agent shows and logs, and from the commands it runs, from the
+    start (not only once a request carried them)."""
+    for provider in providers:
+        if provider.api_key_env:
+            redaction.remember_variable(provider.api_key_env)
+        redaction.remember_headers(provider.headers)
 
 
 def _model(entry: dict[str, Any]) -> ModelConfig:

@@ -24,6 +24,7 @@ import httpx
 from acp_server.backends._anthropic_wire import EventParser, payload
 from acp_server.backends._http import LazyClient, RetryPolicy, lines, retrying, send
 from acp_server.backends._sse import sse_events
+from acp_server.backends.keys import ApiKey
 from acp_server.messages import Event, Finish, ModelRequest
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class AnthropicBackend:
         model: str,
         api_key: str | None = None,
         *,
+        api_key_env: str | None = None,
+        environ: Mapping[str, str] | None = None,
         max_tokens: int = 8192,
         thinking_budget: int | None = None,
         context_window: int | None = None,
@@ -76,10 +79,9 @@ class AnthropicBackend:
         self.retry = retry
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
         self._window = context_window or known_window(model)
-        self._headers = {"anthropic-version": API_VERSION}
-        if api_key:
-            self._headers["x-api-key"] = api_key
-        self._headers.update(headers or {})
+        # A key given here, else read from `api_key_env` (in `environ`) at every request.
+        self._key = ApiKey(api_key, api_key_env, environ)
+        self._headers = {"anthropic-version": API_VERSION, **(headers or {})}
         self._client = LazyClient(connect_timeout, read_timeout, transport)
 
     @property
@@ -121,10 +123,15 @@ class AnthropicBackend:
         client = self._http()
         return await send(
             client,
-            client.build_request("POST", self.url, json=body, headers=self._headers),
+            client.build_request("POST", self.url, json=body, headers=self._request_headers()),
             first_byte_timeout=self.first_byte_timeout,
-            api_key_env=API_KEY_ENV,
+            api_key_env=self._key.variable or API_KEY_ENV,
         )
 
     def _http(self) -> httpx.AsyncClient:
         return self._client.get()
+
+    def _request_headers(self) -> dict[str, str]:
+        """The configured headers and the key as it is now (read at each request)."""
+        key = self._key.value()
+        return {"x-api-key": key, **self._headers} if key else dict(self._headers)

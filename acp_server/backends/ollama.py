@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -43,6 +43,7 @@ from acp_server.backends._ollama_wire import (
     payload,
     trained_length,
 )
+from acp_server.backends.keys import ApiKey
 from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import Event, Finish, ModelRequest
 
@@ -63,6 +64,9 @@ class OllamaBackend:
         num_ctx: int | None = None,
         default_num_ctx: int = DEFAULT_NUM_CTX,
         think: bool | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        api_key_env: str | None = None,
+        environ: Mapping[str, str] | None = None,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
@@ -82,6 +86,10 @@ class OllamaBackend:
         self._trained: int | None = None
         self._discovered = False
         self._client = LazyClient(connect_timeout, read_timeout, transport)
+        # Local Ollama needs no key; a hosted or proxied one may want a bearer token, read from
+        # `api_key_env` at every request.
+        self._key = ApiKey(None, api_key_env, environ)
+        self._headers = dict(headers or {})
         self._recovery = CallRecovery()
         self._id_prefix = f"call_{uuid.uuid4().hex[:8]}_"
         self._ids = itertools.count()
@@ -130,8 +138,11 @@ class OllamaBackend:
         try:
             return await send(
                 client,
-                client.build_request("POST", f"{self.base_url}/api/chat", json=body),
+                client.build_request(
+                    "POST", f"{self.base_url}/api/chat", json=body, headers=self._request_headers()
+                ),
                 first_byte_timeout=self.first_byte_timeout,
+                api_key_env=self._key.variable,
             )
         except BackendError as failure:
             raise self._explained(failure) from None
@@ -157,6 +168,12 @@ class OllamaBackend:
 
     def _http(self) -> httpx.AsyncClient:
         return self._client.get()
+
+    def _request_headers(self) -> dict[str, str]:
+        """The configured headers and the key as it is now (read at each request)."""
+        key = self._key.value()
+        auth = {"Authorization": f"Bearer {key}"} if key else {}
+        return {**auth, **self._headers}
 
     # ----- context window -----------------------------------------------------------------------
 
@@ -185,6 +202,7 @@ class OllamaBackend:
             response = await self._http().post(
                 f"{self.base_url}/api/show",
                 json={"model": self.model},
+                headers=self._request_headers(),
                 timeout=httpx.Timeout(self.connect_timeout),
             )
             response.raise_for_status()

@@ -37,6 +37,7 @@ from acp_server.backends._http import (
 )
 from acp_server.backends._openai_wire import ChunkParser, completion_events, payload
 from acp_server.backends._sse import sse_events
+from acp_server.backends.keys import ApiKey
 from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import Event, ModelRequest
 
@@ -56,6 +57,7 @@ class OpenAIBackend:
         headers: Mapping[str, str] | None = None,
         *,
         api_key_env: str | None = None,
+        environ: Mapping[str, str] | None = None,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
@@ -65,12 +67,13 @@ class OpenAIBackend:
         self.base_url = str(httpx.URL(base_url.rstrip("/")))
         self.model = model
         self.retry = retry
-        self.api_key_env = api_key_env  # named in the hint when the server refuses the key
+        # A key given here, else read from `api_key_env` (in `environ`) at every request; the
+        # variable is also named in the hint when the server refuses the key.
+        self._key = ApiKey(api_key, api_key_env, environ)
         self.connect_timeout = connect_timeout
         # How long the server may think before the response starts (reading a long prompt).
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._headers.update(headers or {})
+        self._headers = dict(headers or {})
         self._client = LazyClient(connect_timeout, read_timeout, transport)
         self._streams_tools = True  # False once the server answered an empty stream with tools
         self._stream_options = True  # False once a strict server refused it
@@ -81,6 +84,10 @@ class OpenAIBackend:
     @property
     def label(self) -> str:
         return f"openai:{self.model}"
+
+    @property
+    def api_key_env(self) -> str | None:
+        return self._key.variable
 
     @property
     def sends_stream_options(self) -> bool:
@@ -150,7 +157,7 @@ class OpenAIBackend:
         url = f"{self.base_url}/chat/completions"
         return await send(
             client,
-            client.build_request("POST", url, json=body, headers=self._headers),
+            client.build_request("POST", url, json=body, headers=self._request_headers()),
             # Unstreamed, the answer starts only when the whole reply is written.
             first_byte_timeout=self.first_byte_timeout if stream else None,
             api_key_env=self.api_key_env,
@@ -158,6 +165,12 @@ class OpenAIBackend:
 
     def _http(self) -> httpx.AsyncClient:
         return self._client.get()
+
+    def _request_headers(self) -> dict[str, str]:
+        """The configured headers and the key as it is now (read at each request)."""
+        key = self._key.value()
+        auth = {"Authorization": f"Bearer {key}"} if key else {}
+        return {**auth, **self._headers}
 
     # ----- context window -----------------------------------------------------------------------
 
@@ -180,7 +193,7 @@ class OpenAIBackend:
         """The JSON at `url`, or None when it cannot be had (discovery is best effort)."""
         try:
             response = await self._http().get(
-                url, headers=self._headers, timeout=httpx.Timeout(self.connect_timeout)
+                url, headers=self._request_headers(), timeout=httpx.Timeout(self.connect_timeout)
             )
             response.raise_for_status()
             return response.json()
