@@ -76,6 +76,9 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     system: str = ""  # the system prompt; never stored in history (each model brings its own)
     max_tokens: int | None = None
+    # How hard the model reasons first: a level of `thought.LEVELS` ("off", "low", ...), which
+    # each backend maps to its own knob; None leaves the request as the backend makes it.
+    thought_level: str | None = None
 
 
 # ----- stream events ---------------------------------------------------------------------------

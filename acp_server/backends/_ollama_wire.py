@@ -10,7 +10,8 @@ Wire facts this module relies on:
   as `tool_calls: [{function: {name, arguments: <object>}}]` (arguments are an object, not JSON
   text), and tool results as role `tool` with `tool_name` (Ollama matches results by name; the
   call id goes along as `tool_call_id` for servers that use it and is ignored by the others);
-- thoughts are never resent;
+- thoughts are never resent; a thought level becomes `think` (a switch, or a level for the
+  models that have levels), in place of the backend's own `think`;
 - the stream is one JSON object per line: `message.content`, `message.thinking`,
   `message.tool_calls` (each call complete in one line, usually without an id), then a last object
   with `done: true`, `done_reason` ("stop", "length", ...) and the counts `prompt_eval_count` /
@@ -40,6 +41,7 @@ from acp_server.messages import (
     ToolCallDelta,
     Usage,
 )
+from acp_server.thought import ollama_think
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ def payload(
         options["num_predict"] = request.max_tokens
     if options:
         body["options"] = options
+    if request.thought_level is not None:
+        think = ollama_think(request.thought_level)
     if think is not None:
         body["think"] = think
     return body

@@ -5,6 +5,7 @@ here are the ones real OpenAI-compatible servers set:
 
 - assistant `content` is always a string, `""` when empty, never null (llama.cpp rejects null);
 - tool-call arguments are sent as a JSON string; thoughts are never resent;
+- a thought level becomes `reasoning_effort` ("on" sends none: the model's default);
 - streamed tool calls are keyed by `index`: id and name are *set* (llama.cpp repeats them in
   every delta), arguments appended; a new id at a known index starts a new call (some gateways
   send parallel calls all at index 0);
@@ -35,6 +36,7 @@ from acp_server.messages import (
     ToolSpec,
     Usage,
 )
+from acp_server.thought import openai_reasoning_effort
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,9 @@ def payload(
         body["tool_choice"] = "auto"
     if request.max_tokens is not None:
         body["max_tokens"] = request.max_tokens
+    effort = openai_reasoning_effort(request.thought_level)
+    if effort is not None:
+        body["reasoning_effort"] = effort
     body["stream"] = stream
     if stream and stream_options:
         body["stream_options"] = {"include_usage": True}

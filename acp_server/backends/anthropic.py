@@ -5,9 +5,10 @@ module does the HTTP: the `x-api-key` and `anthropic-version` headers, retries w
 before each wait (`_http.retrying`: 429, 5xx, 529 and `overloaded_error` frames that arrive before
 any output), and a hint to check ANTHROPIC_API_KEY on 401/403.
 
-Thinking: with `thinking_budget` set, requests enable extended thinking
-(`{"type": "enabled", "budget_tokens": N}`), except a request whose pending tool calls lost their
-signed thinking blocks (the API would reject it). The blocks themselves travel in
+Thinking: a request's thought level sets it (a budget, or adaptive thinking when the backend is
+made with `adaptive_thinking`); without one, `thinking_budget` enables extended thinking
+(`{"type": "enabled", "budget_tokens": N}`). Either way not for a request whose pending tool
+calls lost their signed thinking blocks (the API would reject it). The blocks themselves travel in
 `Message.extra` (see `_anthropic_wire`).
 
 `context_window()`: the Messages API has no endpoint that tells a model's window, so it comes from
@@ -21,7 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 
 import httpx
 
-from acp_server.backends._anthropic_wire import EventParser, payload
+from acp_server.backends._anthropic_wire import EventParser, payload, thinking_fields
 from acp_server.backends._http import LazyClient, RetryPolicy, lines, retrying, send
 from acp_server.backends._sse import sse_events
 from acp_server.backends.keys import ApiKey
@@ -63,6 +64,7 @@ class AnthropicBackend:
         environ: Mapping[str, str] | None = None,
         max_tokens: int = 8192,
         thinking_budget: int | None = None,
+        adaptive_thinking: bool = False,
         context_window: int | None = None,
         headers: Mapping[str, str] | None = None,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
@@ -76,6 +78,7 @@ class AnthropicBackend:
         self.model = model
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
+        self.adaptive_thinking = adaptive_thinking  # Claude 4.6 and later: `{"type": "adaptive"}`
         self.retry = retry
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
         self._window = context_window or known_window(model)
@@ -116,9 +119,16 @@ class AnthropicBackend:
 
     async def _open(self, request: ModelRequest) -> httpx.Response:
         body = payload(
-            self.model, request, max_tokens=self.max_tokens, thinking_budget=self.thinking_budget
+            self.model,
+            request,
+            max_tokens=self.max_tokens,
+            thinking_budget=self.thinking_budget,
+            adaptive=self.adaptive_thinking,
         )
-        if self.thinking_budget and "thinking" not in body:
+        wanted = thinking_fields(
+            request.thought_level, self.thinking_budget, self.adaptive_thinking
+        )
+        if wanted and "thinking" not in body:
             log.info("%s: thinking off: pending tool calls lost their thinking", self.label)
         client = self._http()
         return await send(

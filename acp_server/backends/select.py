@@ -180,11 +180,13 @@ def from_provider(
     env: Mapping[str, str],
     *,
     window: int | None = None,
+    adaptive_thinking: bool = False,
 ) -> Backend:
     """The backend for `model` on `provider` (built in, or from the configuration file): its
     dialect, base URL and extra headers, its key read from `provider.api_key_env` in `env` at
     each request (never kept). `window` is a configured context window (Ollama sends it as
-    `num_ctx`)."""
+    `num_ctx`); `adaptive_thinking` is for Claude models that take `{"type": "adaptive"}`
+    thinking (`ModelEntry.adaptive_thinking`)."""
     problem = missing_provider_key(provider, model, env)
     if problem is not None:
         from acp_server.backends.unconfigured import UnconfiguredBackend
@@ -208,7 +210,13 @@ def from_provider(
         return OllamaBackend(provider.base_url, model, num_ctx=window, **common)
     from acp_server.backends.anthropic import AnthropicBackend
 
-    return AnthropicBackend(provider.base_url, model, context_window=window, **common)
+    return AnthropicBackend(
+        provider.base_url,
+        model,
+        context_window=window,
+        adaptive_thinking=adaptive_thinking,
+        **common,
+    )
 
 
 def ollama_url(host: str | None) -> str:

@@ -57,8 +57,10 @@ async def test_a_gateway_provider_gets_its_headers_and_the_key_of_the_moment(
 async def test_an_anthropic_provider_sends_the_key_as_x_api_key(mock_llm: MockLLM) -> None:
     provider = Provider("work", "anthropic", mock_llm.url, "WORK_ANTHROPIC_KEY")
     env = {"WORK_ANTHROPIC_KEY": "sk-ant-work-0001"}
-    backend = select.from_provider(provider, "claude-sonnet-4-5", env, window=150_000)
-    assert isinstance(backend, AnthropicBackend)
+    backend = select.from_provider(
+        provider, "claude-sonnet-4-5", env, window=150_000, adaptive_thinking=True
+    )
+    assert isinstance(backend, AnthropicBackend) and backend.adaptive_thinking
     assert await backend.context_window() == 150_000
     mock_llm.queue({"text": "hello"})
     assert reply_text(await collect(backend)) == "hello"
