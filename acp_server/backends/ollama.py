@@ -2,9 +2,11 @@
 
 One round is one streamed request (the dialect lives in `_ollama_wire`). Around it, as in the
 OpenAI backend: inline `<tool_call>` markup is recovered from the text (`textcalls.CallRecovery`;
-small local models often write calls as text), and transient failures are retried with a notice
-first (`_http.retrying`). Ollama sends tool calls without ids; ids are made up here, unique per
-backend instance (a random prefix, so a restarted server never repeats one already in history).
+small local models often write calls as text), a `<think>…</think>` block opening the content
+(older servers) becomes thoughts and a reply that was only thinking is shown as the answer
+(`reasoning`), and transient failures are retried with a notice first (`_http.retrying`).
+Ollama sends tool calls without ids; ids are made up here, unique per backend instance (a
+random prefix, so a restarted server never repeats one already in history).
 
 The context window — and the `options.num_ctx` sent with every request:
 
@@ -44,6 +46,7 @@ from acp_server.backends._ollama_wire import (
     trained_length,
 )
 from acp_server.backends.keys import ApiKey
+from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import Event, Finish, ModelRequest
 
@@ -112,10 +115,10 @@ class OllamaBackend:
     # ----- one round ----------------------------------------------------------------------------
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
-        return self._recovery.stream(self._round, request)
+        return reasoning_as_answer(self._recovery.stream(self._round, request))
 
     def _round(self, request: ModelRequest) -> AsyncIterator[Event]:
-        return retrying(lambda: self._attempt(request), self.retry)
+        return split_think_tags(retrying(lambda: self._attempt(request), self.retry))
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[Event, None]:
         """One streamed request; raises BackendError."""

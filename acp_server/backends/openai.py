@@ -3,6 +3,8 @@
 One round is `POST {base_url}/chat/completions` with `stream: true`, parsed from SSE into neutral
 events (the dialect lives in `_openai_wire`). Around it, in this order:
 
+- a reply that was only reasoning and finished with `stop` is shown as the answer, and a
+  `<think>…</think>` block opening the content becomes thoughts (`reasoning`);
 - inline tool calls are recovered from the text (`textcalls.CallRecovery`), with one retry when
   the reply's only call could not be read;
 - transient failures are retried with backoff and a notice (`_http.retrying`); a failure after
@@ -38,6 +40,7 @@ from acp_server.backends._http import (
 from acp_server.backends._openai_wire import ChunkParser, completion_events, payload
 from acp_server.backends._sse import sse_events
 from acp_server.backends.keys import ApiKey
+from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import Event, ModelRequest
 
@@ -97,10 +100,10 @@ class OpenAIBackend:
         await self._client.aclose()
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
-        return self._recovery.stream(self._round, request)
+        return reasoning_as_answer(self._recovery.stream(self._round, request))
 
     def _round(self, request: ModelRequest) -> AsyncIterator[Event]:
-        return retrying(lambda: self._attempt(request), self.retry)
+        return split_think_tags(retrying(lambda: self._attempt(request), self.retry))
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[Event, None]:
         """One streamed request (and its non-streamed fallback); raises BackendError."""
