@@ -200,6 +200,21 @@ def trained_length(show: Any) -> int | None:
     return None
 
 
+def capabilities(show: Any) -> tuple[str, ...] | None:
+    """`capabilities` ("completion", "tools", "vision", "thinking", ...); None when the server
+    does not say (Ollama before 0.6.4)."""
+    found = show.get("capabilities") if isinstance(show, dict) else None
+    if not isinstance(found, list):
+        return None
+    return tuple(str(item) for item in found)
+
+
+def reads_images(show: Any) -> bool | None:
+    """Whether the model takes image input, as far as `/api/show` tells (None: it does not)."""
+    found = capabilities(show)
+    return None if found is None else "vision" in found
+
+
 def configured_num_ctx(show: Any) -> int | None:
     """The `num_ctx` the model's Modelfile sets (the `parameters` text), if any."""
     parameters = show.get("parameters") if isinstance(show, dict) else None

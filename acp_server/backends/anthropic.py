@@ -23,8 +23,16 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 import httpx
 
 from acp_server.backends._anthropic_wire import EventParser, payload, thinking_fields
-from acp_server.backends._http import LazyClient, RetryPolicy, lines, retrying, send
+from acp_server.backends._http import (
+    BackendError,
+    LazyClient,
+    RetryPolicy,
+    lines,
+    retrying,
+    send,
+)
 from acp_server.backends._sse import sse_events
+from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.messages import Event, Finish, ModelRequest
 
@@ -62,6 +70,7 @@ class AnthropicBackend:
         *,
         api_key_env: str | None = None,
         environ: Mapping[str, str] | None = None,
+        images: bool | None = None,
         max_tokens: int = 8192,
         thinking_budget: int | None = None,
         adaptive_thinking: bool = False,
@@ -86,10 +95,16 @@ class AnthropicBackend:
         self._key = ApiKey(api_key, api_key_env, environ)
         self._headers = {"anthropic-version": API_VERSION, **(headers or {})}
         self._client = LazyClient(connect_timeout, read_timeout, transport)
+        self._images = ImageInput(images)  # False: notes in place of images
 
     @property
     def label(self) -> str:
         return f"anthropic:{self.model}"
+
+    @property
+    def images(self) -> bool | None:
+        """Whether the model reads images (None: not known; False also once it refused them)."""
+        return self._images.known
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -118,6 +133,7 @@ class AnthropicBackend:
         yield Finish(reason)
 
     async def _open(self, request: ModelRequest) -> httpx.Response:
+        request = self._images.fit(request)
         body = payload(
             self.model,
             request,
@@ -131,12 +147,17 @@ class AnthropicBackend:
         if wanted and "thinking" not in body:
             log.info("%s: thinking off: pending tool calls lost their thinking", self.label)
         client = self._http()
-        return await send(
-            client,
-            client.build_request("POST", self.url, json=body, headers=self._request_headers()),
-            first_byte_timeout=self.first_byte_timeout,
-            api_key_env=self._key.variable or API_KEY_ENV,
-        )
+        try:
+            return await send(
+                client,
+                client.build_request("POST", self.url, json=body, headers=self._request_headers()),
+                first_byte_timeout=self.first_byte_timeout,
+                api_key_env=self._key.variable or API_KEY_ENV,
+            )
+        except BackendError as failure:
+            if failure.images_refused:
+                self._images.refused(self.label)
+            raise
 
     def _http(self) -> httpx.AsyncClient:
         return self._client.get()

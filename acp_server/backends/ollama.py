@@ -43,8 +43,10 @@ from acp_server.backends._ollama_wire import (
     LineParser,
     configured_num_ctx,
     payload,
+    reads_images,
     trained_length,
 )
+from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.textcalls import CallRecovery
@@ -70,6 +72,7 @@ class OllamaBackend:
         headers: Mapping[str, str] | None = None,
         api_key_env: str | None = None,
         environ: Mapping[str, str] | None = None,
+        images: bool | None = None,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
@@ -93,6 +96,7 @@ class OllamaBackend:
         # `api_key_env` at every request.
         self._key = ApiKey(None, api_key_env, environ)
         self._headers = dict(headers or {})
+        self._images = ImageInput(images)  # False: notes; settled by /api/show when unknown
         self._recovery = CallRecovery()
         self._id_prefix = f"call_{uuid.uuid4().hex[:8]}_"
         self._ids = itertools.count()
@@ -105,6 +109,11 @@ class OllamaBackend:
     def num_ctx(self) -> int | None:
         """The `options.num_ctx` sent with chat requests (None: not sent)."""
         return self._num_ctx
+
+    @property
+    def images(self) -> bool | None:
+        """Whether the model reads images (None: not known; False also once it refused them)."""
+        return self._images.known
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -136,6 +145,7 @@ class OllamaBackend:
         yield Finish(parser.final_reason())
 
     async def _open(self, request: ModelRequest) -> httpx.Response:
+        request = self._images.fit(request)
         body = payload(self.model, request, num_ctx=self._num_ctx, think=self.think)
         client = self._http()
         try:
@@ -148,6 +158,8 @@ class OllamaBackend:
                 api_key_env=self._key.variable,
             )
         except BackendError as failure:
+            if failure.images_refused:
+                self._images.refused(self.label)
             raise self._explained(failure) from None
 
     def _explained(self, failure: BackendError) -> BackendError:
@@ -167,6 +179,7 @@ class OllamaBackend:
             retry_after=failure.retry_after,
             body=failure.body,
             context_overflow=failure.context_overflow,
+            images_refused=failure.images_refused,
         )
 
     def _http(self) -> httpx.AsyncClient:
@@ -197,6 +210,8 @@ class OllamaBackend:
         if chosen is None:
             chosen = min(self._trained or self.default_num_ctx, self.default_num_ctx)
         self._num_ctx = chosen
+        if self._images.known is None:
+            self._images.known = reads_images(show)
         log.info("%s: trained for %s tokens; sending num_ctx %s", self.label, self._trained, chosen)
 
     async def _show(self) -> Any:

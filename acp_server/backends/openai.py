@@ -39,6 +39,7 @@ from acp_server.backends._http import (
 )
 from acp_server.backends._openai_wire import ChunkParser, completion_events, payload
 from acp_server.backends._sse import sse_events
+from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.textcalls import CallRecovery
@@ -61,6 +62,7 @@ class OpenAIBackend:
         *,
         api_key_env: str | None = None,
         environ: Mapping[str, str] | None = None,
+        images: bool | None = None,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
@@ -80,6 +82,7 @@ class OpenAIBackend:
         self._client = LazyClient(connect_timeout, read_timeout, transport)
         self._streams_tools = True  # False once the server answered an empty stream with tools
         self._stream_options = True  # False once a strict server refused it
+        self._images = ImageInput(images)  # False: notes in place of images
         self._recovery = CallRecovery()
         self._window: int | None = None
         self._window_known = False
@@ -91,6 +94,11 @@ class OpenAIBackend:
     @property
     def api_key_env(self) -> str | None:
         return self._key.variable
+
+    @property
+    def images(self) -> bool | None:
+        """Whether the model reads images (None: not known; False also once it refused them)."""
+        return self._images.known
 
     @property
     def sends_stream_options(self) -> bool:
@@ -155,16 +163,22 @@ class OpenAIBackend:
         return completion_events(body)
 
     async def _post(self, request: ModelRequest, *, stream: bool) -> httpx.Response:
-        body = payload(self.model, request, stream=stream, stream_options=self._stream_options)
+        fitted = self._images.fit(request)
+        body = payload(self.model, fitted, stream=stream, stream_options=self._stream_options)
         client = self._http()
         url = f"{self.base_url}/chat/completions"
-        return await send(
-            client,
-            client.build_request("POST", url, json=body, headers=self._request_headers()),
-            # Unstreamed, the answer starts only when the whole reply is written.
-            first_byte_timeout=self.first_byte_timeout if stream else None,
-            api_key_env=self.api_key_env,
-        )
+        try:
+            return await send(
+                client,
+                client.build_request("POST", url, json=body, headers=self._request_headers()),
+                # Unstreamed, the answer starts only when the whole reply is written.
+                first_byte_timeout=self.first_byte_timeout if stream else None,
+                api_key_env=self.api_key_env,
+            )
+        except BackendError as failure:
+            if failure.images_refused:
+                self._images.refused(self.label)
+            raise
 
     def _http(self) -> httpx.AsyncClient:
         return self._client.get()

@@ -180,13 +180,15 @@ def from_provider(
     env: Mapping[str, str],
     *,
     window: int | None = None,
+    images: bool | None = None,
     adaptive_thinking: bool = False,
 ) -> Backend:
     """The backend for `model` on `provider` (built in, or from the configuration file): its
     dialect, base URL and extra headers, its key read from `provider.api_key_env` in `env` at
     each request (never kept). `window` is a configured context window (Ollama sends it as
-    `num_ctx`); `adaptive_thinking` is for Claude models that take `{"type": "adaptive"}`
-    thinking (`ModelEntry.adaptive_thinking`)."""
+    `num_ctx`); `images=False` sends a note in place of each image (None: not known, images are
+    sent until the server refuses them); `adaptive_thinking` is for Claude models that take
+    `{"type": "adaptive"}` thinking (`ModelEntry.adaptive_thinking`)."""
     problem = missing_provider_key(provider, model, env)
     if problem is not None:
         from acp_server.backends.unconfigured import UnconfiguredBackend
@@ -199,6 +201,7 @@ def from_provider(
         "headers": dict(provider.headers),
         "api_key_env": provider.api_key_env,
         "environ": env,
+        "images": images,
     }
     if provider.dialect == "openai":
         from acp_server.backends.openai import OpenAIBackend

@@ -71,7 +71,8 @@ async def test_an_ollama_provider_sends_the_configured_window_as_num_ctx(
     mock_llm: MockLLM,
 ) -> None:
     provider = Provider("box", "ollama", mock_llm.url, None, (("X-Proxy", "p1"),))
-    backend = select.from_provider(provider, "qwen3:8b", {}, window=16_384)
+    backend = select.from_provider(provider, "qwen3:8b", {}, window=16_384, images=False)
+    assert isinstance(backend, OllamaBackend) and backend.images is False
     mock_llm.queue({"text": "ok"})
     assert reply_text(await collect(backend)) == "ok"
     chat = mock_llm.chat_requests[0]

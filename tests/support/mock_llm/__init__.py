@@ -52,7 +52,9 @@ stays queued when it rejects; `reject_null_content` is consumed either way. An e
 the responder, or answers NO_SCRIPT_TEXT with finish "stop". Discovery: `set(context_length=N)`
 feeds /v1/models `context_length`, /props `default_generation_settings.n_ctx`, /api/show
 `model_info["<arch>.context_length"]` and `parameters` num_ctx; `n_ctx`, `num_ctx`,
-`n_ctx_train` (llama.cpp's /v1/models `meta`), `arch` and `model` override. /props answers 404
+`n_ctx_train` (llama.cpp's /v1/models `meta`), `arch` and `model` override; `capabilities`
+(a list) is what /api/show says the model can do (default: completion, tools, thinking: no
+vision). /props answers 404
 while no window is known (a server that is not llama.cpp).
 """
 

@@ -25,6 +25,8 @@ from tests.support.mock_llm.script import (
 from tests.support.mock_llm.view import conversation, count_tokens, tool_problem
 
 Responder = Callable[[dict[str, Any]], Response]
+# What /api/show says a model can do unless `set(capabilities=[...])` says otherwise.
+DEFAULT_CAPABILITIES = ("completion", "tools", "thinking")
 
 CHAT_PATHS: dict[str, Dialect] = {
     "/v1/chat/completions": openai.DIALECT,
@@ -210,7 +212,7 @@ class MockLLM:
             "template": "{{ .Prompt }}",
             "details": details,
             "model_info": model_info,
-            "capabilities": ["completion", "tools", "thinking"],
+            "capabilities": list(self.info.get("capabilities", DEFAULT_CAPABILITIES)),
             "modified_at": "2025-01-01T00:00:00Z",
         }
         num_ctx = self._pick("num_ctx")
