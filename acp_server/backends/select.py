@@ -25,15 +25,15 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from acp_server import redaction
 from acp_server.backends import Backend
+from acp_server.backends.providers import HOSTED as HOSTED
+from acp_server.backends.providers import Provider, builtin_providers
+from acp_server.backends.providers import ollama_url as ollama_url
 from acp_server.messages import Event, ModelRequest, StreamError
-
-if TYPE_CHECKING:  # configfile imports this module: a runtime import would be circular
-    from acp_server.configfile import Provider
 
 log = logging.getLogger(__name__)
 
@@ -53,35 +53,6 @@ LOCAL_SERVERS = (
     ("openai", "http://127.0.0.1:8080/v1", "/models"),
 )
 PROBE_TIMEOUT = 0.3
-
-
-@dataclass(frozen=True)
-class Hosted:
-    """A vendor's hosted API: it always needs a key, so without one nothing is worth sending."""
-
-    vendor: str
-    base_env: str
-    default_base: str
-    key_env: str
-    keys_page: str
-
-
-HOSTED = {
-    "openai": Hosted(
-        "OpenAI",
-        "OPENAI_BASE_URL",
-        "https://api.openai.com/v1",
-        "OPENAI_API_KEY",
-        "https://platform.openai.com/api-keys",
-    ),
-    "anthropic": Hosted(
-        "Anthropic",
-        "ANTHROPIC_BASE_URL",
-        "https://api.anthropic.com",
-        "ANTHROPIC_API_KEY",
-        "https://console.anthropic.com/settings/keys",
-    ),
-}
 
 
 class ModelSpecError(ValueError):
@@ -133,8 +104,6 @@ def _number(env: Mapping[str, str], name: str, default: Any, kind: Callable[[str
 def missing_key(spec: ModelSpec, env: Mapping[str, str]) -> str | None:
     """What to do when `spec` would reach a vendor's hosted API without its key (None: the key
     is set, or the endpoint is another server, which may need none)."""
-    from acp_server.configfile import builtin_providers
-
     return missing_provider_key(builtin_providers(env)[spec.dialect], spec.model, env)
 
 
@@ -169,8 +138,6 @@ def missing_provider_key(provider: Provider, model: str, env: Mapping[str, str])
 def build(spec: ModelSpec, env: Mapping[str, str]) -> Backend:
     """The backend for an explicit model choice (one that only explains, when a key is missing):
     the built-in provider of the dialect, addressed from the environment."""
-    from acp_server.configfile import builtin_providers
-
     return from_provider(builtin_providers(env)[spec.dialect], spec.model, env)
 
 
@@ -220,17 +187,6 @@ def from_provider(
         adaptive_thinking=adaptive_thinking,
         **common,
     )
-
-
-def ollama_url(host: str | None) -> str:
-    """OLLAMA_HOST may be `host`, `host:port` or a URL."""
-    if not host:
-        return "http://127.0.0.1:11434"
-    if "://" not in host:
-        host = f"http://{host}"
-    if host.count(":") == 1:  # scheme only, no port
-        host += ":11434"
-    return host.rstrip("/")
 
 
 async def probe_local(
