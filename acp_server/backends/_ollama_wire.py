@@ -215,6 +215,16 @@ def reads_images(show: Any) -> bool | None:
     return None if found is None else "vision" in found
 
 
+def planned_num_ctx(show: Any, configured: int | None, default: int) -> int:
+    """The `num_ctx` to send: the one configured here, else the Modelfile's, else the trained
+    length capped at `default` (see `ollama.py`)."""
+    chosen = configured or configured_num_ctx(show)
+    if chosen is None:
+        trained = trained_length(show)
+        chosen = min(trained or default, default)
+    return chosen
+
+
 def configured_num_ctx(show: Any) -> int | None:
     """The `num_ctx` the model's Modelfile sets (the `parameters` text), if any."""
     parameters = show.get("parameters") if isinstance(show, dict) else None

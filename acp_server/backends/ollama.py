@@ -41,8 +41,8 @@ import httpx
 from acp_server.backends._http import BackendError, LazyClient, RetryPolicy, lines, retrying, send
 from acp_server.backends._ollama_wire import (
     LineParser,
-    configured_num_ctx,
     payload,
+    planned_num_ctx,
     reads_images,
     trained_length,
 )
@@ -206,9 +206,7 @@ class OllamaBackend:
     def _settle(self, show: Any) -> None:
         """Choose the num_ctx to send from what the server told (see the module docstring)."""
         self._trained = trained_length(show)
-        chosen = self._configured_num_ctx or configured_num_ctx(show)
-        if chosen is None:
-            chosen = min(self._trained or self.default_num_ctx, self.default_num_ctx)
+        chosen = planned_num_ctx(show, self._configured_num_ctx, self.default_num_ctx)
         self._num_ctx = chosen
         if self._images.known is None:
             self._images.known = reads_images(show)

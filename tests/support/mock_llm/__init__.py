@@ -5,7 +5,8 @@ Why a socket server and not `httpx.MockTransport`: the agent under test may be a
 byte) only exist on a real socket. Stdlib asyncio only; one request per connection
 (`Connection: close`); streams are chunked unless a response says `"chunked": False`.
 
-Layout: `server` (routing, discovery, the script queue, faults), `http_io` (one request in,
+Layout: `server` (routing, the script queue, faults), `discovery` (the endpoints that tell
+about models), `http_io` (one request in,
 one response out), `script` (a scripted response split into pieces, the shape of a dialect),
 one module per dialect: `openai`, `anthropic`, `ollama`; `view` (any dialect's request read as
 one neutral conversation, its token count, the strict tool check) and `responders`.
@@ -27,7 +28,7 @@ window), `invalid` ((request, reason) refused by the validator).
 
 Endpoints: `POST /v1/chat/completions` (OpenAI SSE), `POST /v1/messages` (Anthropic SSE),
 `POST /api/chat` (Ollama NDJSON), and discovery: `GET /v1/models`, `GET /props` (llama.cpp),
-`POST /api/show` (Ollama). Every request is recorded in `MockLLM.requests`.
+`GET /api/tags` and `POST /api/show` (Ollama). Every request is recorded in `MockLLM.requests`.
 
 A scripted response is a dialect-neutral dict; the endpoint that receives it picks the wire:
 
@@ -52,9 +53,11 @@ stays queued when it rejects; `reject_null_content` is consumed either way. An e
 the responder, or answers NO_SCRIPT_TEXT with finish "stop". Discovery: `set(context_length=N)`
 feeds /v1/models `context_length`, /props `default_generation_settings.n_ctx`, /api/show
 `model_info["<arch>.context_length"]` and `parameters` num_ctx; `n_ctx`, `num_ctx`,
-`n_ctx_train` (llama.cpp's /v1/models `meta`), `arch` and `model` override; `capabilities`
-(a list) is what /api/show says the model can do (default: completion, tools, thinking: no
-vision). /props answers 404
+`n_ctx_train` (llama.cpp's /v1/models `meta`), `arch` and `model` override; `models` (a list)
+makes the server have several (listed by /v1/models and /api/tags; /api/show answers 404 for
+others); `capabilities` (a list, or {model: list}) is what /api/show says a model can do
+(default: completion, tools, thinking: no vision); `vision=True` makes /props say it reads
+images. /props answers 404
 while no window is known (a server that is not llama.cpp).
 """
 
