@@ -22,9 +22,13 @@ consuming a queued response; `report_window=N` tells N where servers do (as
 server that silently cut the prompt); `responder=f(request_json) -> response dict` answers when
 the queue is empty (`responders.file_reader()` plays a long tool-heavy session);
 `strict_tools=True` refuses (HTTP 400) a history with an orphaned tool result or a tool call
-without its result. Records: `requests` (every request, body included), `counted` (the prompt
-tokens of each chat request that passed the validator), `overflows` (requests refused for the
-window), `invalid` ((request, reason) refused by the validator).
+without its result; `strict_dialect=True` refuses (HTTP 400, the vendor's error body) whatever
+the real API of the endpoint refuses (tests/support/strict_dialects.py: OpenAI tool pairing,
+Anthropic alternation, tool_result pairing and thinking signatures of the requested model,
+Ollama's native shapes), and signs each thinking block for the model that made it
+(`signatures`: signature -> model). Records: `requests` (every request, body included),
+`counted` (the prompt tokens of each chat request that passed the validator), `overflows`
+(requests refused for the window), `invalid` ((request, reason) refused by a strict check).
 
 Endpoints: `POST /v1/chat/completions` (OpenAI SSE), `POST /v1/messages` (Anthropic SSE),
 `POST /api/chat` (Ollama NDJSON), and discovery: `GET /v1/models`, `GET /props` (llama.cpp),

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mock_llm import anthropic, discovery, ollama, openai
+from tests.support.mock_llm import anthropic, discovery, ollama, openai, strict
 from tests.support.mock_llm.http_io import Recorded, ResponseWriter, read_request
 from tests.support.mock_llm.script import (
     ERROR_FRAME_TEXT,
@@ -47,7 +47,8 @@ class MockLLM:
     dialect's overflow error; `report_window` tells that window on the discovery endpoints;
     `cap_prompt_tokens` reports at most that many prompt tokens (a server that cut the prompt
     silently); `responder(body)` answers when the queue is empty; `strict_tools` refuses a
-    history with an orphaned tool result or a call left without one."""
+    history with an orphaned tool result or a call left without one; `strict_dialect` checks
+    each request as the real API of its endpoint does (`strict`)."""
 
     # Writes each response; the relay benchmark swaps in one that notes when frames leave.
     response_writer: type[ResponseWriter] = ResponseWriter
@@ -60,6 +61,7 @@ class MockLLM:
         cap_prompt_tokens: int | None = None,
         responder: Responder | None = None,
         strict_tools: bool = False,
+        strict_dialect: bool = False,
     ) -> None:
         self.url = ""
         self.requests: list[Recorded] = []
@@ -68,9 +70,12 @@ class MockLLM:
         self.cap_prompt_tokens = cap_prompt_tokens
         self.responder = responder
         self.strict_tools = strict_tools
+        self.strict_dialect = strict_dialect  # each request checked as its real API does
+        self.signatures: dict[str, str] = {}  # thinking signature issued -> the model it names
         self.counted: list[int] = []  # the prompt tokens of every chat request, in order
         self.overflows: list[Recorded] = []  # chat requests refused for the window
-        self.invalid: list[tuple[Recorded, str]] = []  # refused by `strict_tools`, and why
+        # Refused by `strict_tools` or `strict_dialect`, and why.
+        self.invalid: list[tuple[Recorded, str]] = []
         self._script: deque[Response] = deque()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -187,6 +192,8 @@ class MockLLM:
         """The request's prompt tokens; None when it was refused, as a strict server or one
         with a small window refuses it."""
         problem = tool_problem(conversation(req.json)) if self.strict_tools else None
+        if problem is None and self.strict_dialect:
+            problem = "; ".join(strict.problems(dialect, req.json, self.signatures)) or None
         if problem is not None:
             self.invalid.append((req, problem))
             await out.whole(400, dialect.error_body(400, problem, "invalid_request_error"))
@@ -227,6 +234,11 @@ class MockLLM:
             capped = min(plan.usage["prompt_tokens"], self.cap_prompt_tokens)
             plan.usage["prompt_tokens"] = capped
         model = str(body.get("model") or self.info["model"])
+        if plan.thought and dialect is anthropic.DIALECT:
+            plain = "" if self.strict_dialect else plan.signature
+            plan.signature = strict.signature_for(
+                model, self.signatures, resp.get("signature"), plain
+            )
         if body.get("stream", dialect.streams_by_default):
             await self._stream(dialect, plan, body, model, out)
         else:
