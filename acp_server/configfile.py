@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server import schemas
-from acp_server.backends.select import HOSTED, ollama_url
+from acp_server import redaction, schemas
+from acp_server.backends.providers import HOSTED as HOSTED
+from acp_server.backends.providers import ModelConfig as ModelConfig
+from acp_server.backends.providers import Price as Price
+from acp_server.backends.providers import Provider as Provider
+from acp_server.backends.providers import builtin_providers as builtin_providers
 from acp_server.tomllines import KeyPath, key_lines, line_of
 
 if TYPE_CHECKING:
@@ -50,46 +54,6 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
-class Provider:
-    """Where models run: the API dialect, its address, the variable holding its key."""
-
-    name: str
-    dialect: str
-    base_url: str
-    api_key_env: str | None = None
-    headers: tuple[tuple[str, str], ...] = ()
-    origin: str = "built in"  # "built in", "built in, changed by the file", "the file"
-
-
-@dataclass(frozen=True)
-class Price:
-    input: float  # US dollars per million tokens
-    output: float
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """A model as the file describes it; what it leaves out is None (not known)."""
-
-    provider: str
-    id: str
-    name: str | None = None
-    window: int | None = None
-    reply_reserve: int | None = None
-    price: Price | None = None
-    tools: bool | None = None
-    images: bool | None = None
-    reasoning: tuple[str, ...] | None = None
-    adaptive_thinking: bool | None = None
-    tool_call_ids: str | None = None
-
-    @property
-    def value(self) -> str:
-        """The model's stable id: PROVIDER:MODEL."""
-        return f"{self.provider}:{self.id}"
-
-
-@dataclass(frozen=True)
 class Config:
     providers: tuple[Provider, ...]
     models: tuple[ModelConfig, ...] = ()
@@ -111,16 +75,6 @@ def config_path(option: str | None, env: Mapping[str, str]) -> tuple[Path, bool]
     from platformdirs import user_config_path
 
     return user_config_path("acp-server", appauthor=False) / FILE_NAME, False
-
-
-def builtin_providers(env: Mapping[str, str]) -> dict[str, Provider]:
-    """The providers that exist without a file, addressed from the environment."""
-    out = {
-        name: Provider(name, name, env.get(h.base_env) or h.default_base, h.key_env)
-        for name, h in HOSTED.items()
-    }
-    out["ollama"] = Provider("ollama", "ollama", ollama_url(env.get("OLLAMA_HOST")))
-    return out
 
 
 def load_config(
@@ -317,6 +271,7 @@ def _build(
             headers=tuple(sorted(entry.get("headers", {}).items())),
             origin="built in, changed by the file" if base else "the file",
         )
+    _remember_secrets(providers.values())
     return Config(
         providers=tuple(providers.values()),
         models=tuple(_model(entry) for entry in data.get("models", [])),
@@ -326,6 +281,16 @@ def _build(
         path=path,
         stamp=stamp,
     )
+
+
+def _remember_secrets(providers: Iterable[Provider]) -> None:
+    """Tell `redaction` every key variable and secret header the file configures, so those
+    keys are hidden from what the agent shows and logs, and from the commands it runs, from the
+    start (not only once a request carried them)."""
+    for provider in providers:
+        if provider.api_key_env:
+            redaction.remember_variable(provider.api_key_env)
+        redaction.remember_headers(provider.headers)
 
 
 def _model(entry: dict[str, Any]) -> ModelConfig:

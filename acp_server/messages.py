@@ -76,6 +76,9 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     system: str = ""  # the system prompt; never stored in history (each model brings its own)
     max_tokens: int | None = None
+    # How hard the model reasons first: a level of `thought.LEVELS` ("off", "low", ...), which
+    # each backend maps to its own knob; None leaves the request as the backend makes it.
+    thought_level: str | None = None
 
 
 # ----- stream events ---------------------------------------------------------------------------
@@ -127,10 +130,13 @@ class ContextOverflow:
 class StreamError:
     """The backend failed in a way that ends this round; `message` is for a person.
     `overflow` is set when the failure was a context overflow, so the loop can compact and
-    retry without reading the message."""
+    retry without reading the message; `images_refused` when the server said the model does
+    not take image input (the backend sends notes in their place from then on, so asking again
+    works)."""
 
     message: str
     overflow: ContextOverflow | None = None
+    images_refused: bool = False
 
 
 @dataclass(frozen=True)

@@ -118,16 +118,20 @@ class Catalogue:
             {"field": field_name, "value": value},
         )
 
-    def with_discovered(self, found: Iterable[ModelConfig]) -> Catalogue:
+    def with_discovered(
+        self, found: Iterable[ModelConfig], providers: Iterable[Provider] = ()
+    ) -> Catalogue:
         """The catalogue with models found on local servers added (known ones are kept as
-        they are); display names are made distinct again."""
+        they are), and the providers discovery made up for servers no provider points at
+        (`backends.discover.Discovered`); display names are made distinct again."""
         known = {e.value for e in self.entries}
+        offered = {**{p.name: p for p in providers}, **self.providers}
         added = [
-            _entry(m, self.providers[m.provider], "discovered")
+            _entry(m, offered[m.provider], "discovered")
             for m in found
-            if m.value not in known and m.provider in self.providers
+            if m.value not in known and m.provider in offered
         ]
-        return replace(self, entries=_named([*self.entries, *added]))
+        return replace(self, entries=_named([*self.entries, *added]), providers=offered)
 
 
 def model_values(options: Sequence[str] | None, env: Mapping[str, str]) -> list[str]:

@@ -10,8 +10,9 @@ So:
 - `command_environment(env)` is `env` without the key variables, for the commands the model
   runs; `key_variables()` names them, for editor terminals that can only set variables.
 
-A key is known when it is in one of `KEY_VARIABLES` (or a variable a backend said holds its
-key) in our environment, or when a request carried it (`remember_headers`). Values shorter
+A key is known when it is in one of `KEY_VARIABLES` (or a variable that a backend, or the
+configuration file's `api_key_env`, said holds a key) in our environment, or when a request or
+the configuration file's `headers` carried it (`remember_headers`). Values shorter
 than MIN_SECRET_CHARS are left alone: local servers take placeholders such as "ollama", and
 hiding those words would garble messages without protecting anything.
 """
@@ -27,6 +28,8 @@ KEY_VARIABLES = frozenset({"OPENAI_API_KEY", "ANTHROPIC_API_KEY"})
 MIN_SECRET_CHARS = 8
 REDACTED = "[redacted]"
 SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+# A header whose name has one of these words carries a secret (a gateway's `X-Portkey-Api-Key`).
+SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "cookie", "password")
 
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 _LABELLED = re.compile(
@@ -45,9 +48,11 @@ def remember_variable(name: str) -> None:
 
 
 def remember_headers(headers: Iterable[tuple[str, str]]) -> None:
-    """Remember the secrets a request carries (its Authorization / x-api-key values)."""
+    """Remember the secrets a request carries (its Authorization / x-api-key values, and any
+    header named like a key or a token)."""
     for name, value in headers:
-        if name.lower() in SECRET_HEADERS:
+        lowered = name.lower()
+        if lowered in SECRET_HEADERS or any(word in lowered for word in SECRET_HEADER_WORDS):
             scheme, _, token = value.strip().partition(" ")  # "Bearer <token>" or the key
             _remember(token.strip() or scheme)
 

@@ -12,6 +12,9 @@ Pure functions and one parser class, no I/O; `anthropic.py` does the HTTP. The r
   reply's blocks to the agent loop as a `PrivateData` event (kept in `Message.extra[EXTRA_KEY]`,
   dropped by a model switch); `render_message` resends them verbatim when they still describe the
   message. They need not be resent across turns, so replies without tool calls keep nothing;
+- a thought level becomes `thinking`: a token budget, or `{"type": "adaptive"}` with
+  `output_config.effort` for the models that want adaptive thinking (`thought.py`); "off"
+  sends none;
 - the stream: `message_start` (usage: input, cache read and cache write counts),
   `content_block_start/delta/stop` per block (`text_delta`, `thinking_delta`, `signature_delta`,
   `input_json_delta`), `message_delta` (stop reason, output count), `message_stop`; `ping` is
@@ -41,6 +44,7 @@ from acp_server.messages import (
     ToolSpec,
     Usage,
 )
+from acp_server.thought import anthropic_thinking
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +67,12 @@ CLOSED_MID_REPLY = "The connection to the Anthropic API closed mid-reply."
 
 
 def payload(
-    model: str, request: ModelRequest, *, max_tokens: int, thinking_budget: int | None
+    model: str,
+    request: ModelRequest,
+    *,
+    max_tokens: int,
+    thinking_budget: int | None,
+    adaptive: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of a streamed Messages request."""
     messages = render_messages(request.messages, model)
@@ -75,12 +84,24 @@ def payload(
     body["messages"] = messages
     if request.tools:
         body["tools"] = [render_tool(tool) for tool in request.tools]
-    if thinking_budget and thinking_allowed(messages):
-        body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
-        # The API requires max_tokens > budget_tokens (the thinking counts as output).
-        body["max_tokens"] = max(body["max_tokens"], thinking_budget + 1024)
+    fields = thinking_fields(request.thought_level, thinking_budget, adaptive)
+    if fields and thinking_allowed(messages):
+        body.update(fields)
+        budget = fields["thinking"].get("budget_tokens")
+        if isinstance(budget, int):
+            # The API requires max_tokens > budget_tokens (the thinking counts as output).
+            body["max_tokens"] = max(body["max_tokens"], budget + 1024)
     body["stream"] = True
     return body
+
+
+def thinking_fields(level: str | None, budget: int | None, adaptive: bool) -> dict[str, Any]:
+    """The request fields that turn thinking on ({}: off): the thought level when the request
+    has one (a budget, or adaptive thinking for the models that want it), else the backend's
+    own budget."""
+    if level is not None:
+        return anthropic_thinking(level, adaptive)
+    return {"thinking": {"type": "enabled", "budget_tokens": budget}} if budget else {}
 
 
 def render_tool(tool: ToolSpec) -> dict[str, Any]:

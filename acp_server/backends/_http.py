@@ -1,4 +1,5 @@
-"""HTTP errors and retries for every HTTP backend, in one place.
+"""HTTP errors and retries for every HTTP backend, in one place (what an error *means* is
+decided in `_errors`; its names are re-exported here).
 
 An HTTP backend does three things with this module:
 
@@ -14,7 +15,8 @@ An HTTP backend does three things with this module:
 
 Transient: HTTP 429, 500, 502, 503, 504, 529, "overloaded" errors, connection errors and resets,
 and a timeout before the response started. Everything else is final: 401/403 (with a hint to
-check the API key), context overflows (flagged, so callers can compact instead), other 4xx.
+check the API key), context overflows (flagged, so callers can compact instead), a model that
+refuses images (flagged too, even when a server says so with a 500: see `images`), other 4xx.
 
 Secrets: a server may echo the key it was sent ("Incorrect API key provided: sk-…"). `send`
 remembers the credentials each request carries, and every `BackendError` is redacted as it is
@@ -37,24 +39,48 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import json
 import random
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from acp_server import redaction
-from acp_server.backends.overflow import parse_overflow
-from acp_server.messages import ContextOverflow, Event, Notice, StreamError
+from acp_server.backends._errors import (
+    MAX_DETAIL,
+    SERVER,
+    TRANSIENT_STATUS,
+    BackendError,
+    envelope_message,
+    error_from_payload,
+    error_from_response,
+    plain_detail,
+    retry_after_seconds,
+)
+from acp_server.messages import Event, Notice, StreamError
 
-TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504, 529})
-MAX_DETAIL = 500  # characters of an unrecognized error body shown to a person
+# Error classification lives in `_errors`; these names are part of this module's interface.
+__all__ = [
+    "MAX_DETAIL",
+    "SERVER",
+    "TRANSIENT_STATUS",
+    "BackendError",
+    "LazyClient",
+    "RetryPolicy",
+    "envelope_message",
+    "error_from_payload",
+    "error_from_response",
+    "lines",
+    "read_json",
+    "retry_after_seconds",
+    "retrying",
+    "send",
+    "translate",
+]
+
 _MAX_BODY = 64 * 1024  # bytes of an error body read at all
-SERVER = "The model server"
 
 
 @dataclass(frozen=True)
@@ -97,38 +123,6 @@ class LazyClient:
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
-
-
-class BackendError(Exception):
-    """One failed attempt to talk to a model server; `message` is for a person.
-
-    Lives only inside backends: `retrying` turns it into a `StreamError` event, so it never
-    reaches the agent loop or the wire. Its message and body are redacted here, where every
-    backend error is made.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        reason: str = "failed",
-        transient: bool = False,
-        status: int | None = None,
-        retry_after: float | None = None,
-        body: str = "",
-        context_overflow: ContextOverflow | None = None,
-    ) -> None:
-        message = redaction.redact(message)
-        super().__init__(message)
-        self.message = message
-        self.reason = reason  # short, for the retry notice: "answered HTTP 429 (rate limited)"
-        self.transient = transient
-        self.status = status
-        self.retry_after = retry_after
-        # The raw error body (capped, redacted), for callers that look for a keyword.
-        self.body = redaction.redact(body)
-        # Set when the server said the request does not fit its window (see `overflow`).
-        self.context_overflow = context_overflow
 
 
 # ----- one attempt ------------------------------------------------------------------------------
@@ -189,7 +183,7 @@ async def read_json(response: httpx.Response) -> Any:
     try:
         return json.loads(raw)
     except ValueError:
-        detail = _plain_detail(raw.decode("utf-8", "replace"), response.headers)
+        detail = plain_detail(raw.decode("utf-8", "replace"), response.headers)
         message = f"{SERVER} answered with something that is not JSON"
         raise BackendError(message + (f": {detail}" if detail else ".")) from None
 
@@ -239,125 +233,6 @@ def translate(exc: httpx.HTTPError, url: httpx.URL | str | None = None) -> Backe
     return BackendError(f"The request to {SERVER.lower()}{where} failed: {detail}.")
 
 
-def error_from_response(
-    status: int, headers: Mapping[str, str], body: str, api_key_env: str | None = None
-) -> BackendError:
-    """The BackendError for a non-2xx answer: classified, with the best message for a person."""
-    phrase = _phrase(status)
-    payload = _loads(body)
-    envelope = envelope_message(payload)
-    detail = envelope or _plain_detail(body, headers)
-    retry_after = retry_after_seconds(headers)
-    if status in (401, 403):
-        where = f"the {api_key_env} environment variable" if api_key_env else "the configuration"
-        message = f"{SERVER} refused the request (HTTP {status} {phrase}). Check the API key in "
-        message += f"{where}." + (f" It said: {detail}" if detail else "")
-        return BackendError(message, status=status, body=body)
-    overflow = parse_overflow(detail, payload) if status in (400, 413, 422) else None
-    if overflow is not None:
-        return BackendError(
-            f"The conversation is too long for the model's context window: {detail}",
-            status=status,
-            body=body,
-            context_overflow=overflow,
-        )
-    overloaded = "overloaded" in body.lower()
-    message = f"{SERVER} answered HTTP {status} {phrase}" + (f": {detail}" if detail else ".")
-    return BackendError(
-        message,
-        reason=f"answered HTTP {status} ({'rate limited' if status == 429 else phrase})",
-        transient=status in TRANSIENT_STATUS or overloaded,
-        status=status,
-        retry_after=retry_after,
-        body=body,
-    )
-
-
-def error_from_payload(payload: Any) -> BackendError | None:
-    """The BackendError for an error envelope that arrived inside a 200 stream, if it is one."""
-    if not isinstance(payload, dict) or not payload.get("error"):
-        return None
-    detail = envelope_message(payload) or "no details given"
-    error = payload["error"]
-    kind = str(error.get("type", "")) if isinstance(error, dict) else ""
-    code = error.get("code") if isinstance(error, dict) else None
-    overloaded = "overloaded" in f"{kind} {detail}".lower()
-    transient = overloaded or code in TRANSIENT_STATUS
-    overflow = parse_overflow(detail, payload)
-    if overflow is not None:
-        return BackendError(
-            f"The conversation is too long for the model's context window: {detail}",
-            context_overflow=overflow,
-        )
-    return BackendError(
-        f"{SERVER} reported an error: {detail}",
-        reason="is overloaded" if overloaded else "reported an error",
-        transient=transient,
-    )
-
-
-def envelope_message(payload: Any) -> str | None:
-    """`error.message`, `error` as a string, or a top-level `message`/`detail`, when present."""
-    if not isinstance(payload, dict):
-        return None
-    error = payload.get("error")
-    if isinstance(error, dict) and error.get("message"):
-        return _cap(str(error["message"]))
-    if isinstance(error, str) and error:
-        return _cap(error)
-    for key in ("message", "detail"):
-        value = payload.get(key)
-        if isinstance(value, str) and value:
-            return _cap(value)
-        if isinstance(value, list) and value:  # FastAPI-style validation errors
-            parts = [str(v.get("msg", v)) if isinstance(v, dict) else str(v) for v in value]
-            return _cap("; ".join(parts))
-    return None
-
-
-def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """The server's requested wait: `retry-after-ms`, or `Retry-After` in seconds or HTTP-date."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        with contextlib.suppress(ValueError):
-            return max(float(millis) / 1000, 0.0)
-    value = (headers.get("retry-after") or "").strip()
-    if not value:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(float(value), 0.0)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
-
-
-def _plain_detail(body: str, headers: Mapping[str, str]) -> str:
-    """A non-envelope body as a detail: never an HTML page, capped."""
-    text = body.strip()
-    kind = headers.get("content-type", "").lower()
-    if "html" in kind or text[:100].lower().startswith(("<!doctype", "<html", "<head", "<body")):
-        return ""
-    return _cap(text)
-
-
-def _cap(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
-
-
-def _loads(body: str) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
-
-
-def _phrase(status: int) -> str:
-    return httpx.codes.get_reason_phrase(status) or ("Overloaded" if status == 529 else "Error")
-
-
 def _origin(url: httpx.URL | str | None) -> str:
     parsed = httpx.URL(str(url))
     return f"{parsed.scheme}://{parsed.netloc.decode('ascii', 'replace')}"
@@ -396,7 +271,8 @@ async def retrying(
             return
         except BackendError as failure:
             if started or not failure.transient or number >= policy.attempts:
-                yield StreamError(_final_message(failure, number), failure.context_overflow)
+                message = _final_message(failure, number)
+                yield StreamError(message, failure.context_overflow, failure.images_refused)
                 return
             delay = policy.delay(number, failure.retry_after)
             yield retry_notice(failure, delay, number + 1, policy.attempts)

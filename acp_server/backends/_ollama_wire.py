@@ -10,7 +10,8 @@ Wire facts this module relies on:
   as `tool_calls: [{function: {name, arguments: <object>}}]` (arguments are an object, not JSON
   text), and tool results as role `tool` with `tool_name` (Ollama matches results by name; the
   call id goes along as `tool_call_id` for servers that use it and is ignored by the others);
-- thoughts are never resent;
+- thoughts are never resent; a thought level becomes `think` (a switch, or a level for the
+  models that have levels), in place of the backend's own `think`;
 - the stream is one JSON object per line: `message.content`, `message.thinking`,
   `message.tool_calls` (each call complete in one line, usually without an id), then a last object
   with `done: true`, `done_reason` ("stop", "length", ...) and the counts `prompt_eval_count` /
@@ -40,6 +41,7 @@ from acp_server.messages import (
     ToolCallDelta,
     Usage,
 )
+from acp_server.thought import ollama_think
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ def payload(
         options["num_predict"] = request.max_tokens
     if options:
         body["options"] = options
+    if request.thought_level is not None:
+        think = ollama_think(request.thought_level)
     if think is not None:
         body["think"] = think
     return body
@@ -194,6 +198,31 @@ def trained_length(show: Any) -> int | None:
         if key.endswith(".context_length") and (found := _positive(value)):
             return found
     return None
+
+
+def capabilities(show: Any) -> tuple[str, ...] | None:
+    """`capabilities` ("completion", "tools", "vision", "thinking", ...); None when the server
+    does not say (Ollama before 0.6.4)."""
+    found = show.get("capabilities") if isinstance(show, dict) else None
+    if not isinstance(found, list):
+        return None
+    return tuple(str(item) for item in found)
+
+
+def reads_images(show: Any) -> bool | None:
+    """Whether the model takes image input, as far as `/api/show` tells (None: it does not)."""
+    found = capabilities(show)
+    return None if found is None else "vision" in found
+
+
+def planned_num_ctx(show: Any, configured: int | None, default: int) -> int:
+    """The `num_ctx` to send: the one configured here, else the Modelfile's, else the trained
+    length capped at `default` (see `ollama.py`)."""
+    chosen = configured or configured_num_ctx(show)
+    if chosen is None:
+        trained = trained_length(show)
+        chosen = min(trained or default, default)
+    return chosen
 
 
 def configured_num_ctx(show: Any) -> int | None:

@@ -5,6 +5,8 @@ here are the ones real OpenAI-compatible servers set:
 
 - assistant `content` is always a string, `""` when empty, never null (llama.cpp rejects null);
 - tool-call arguments are sent as a JSON string; thoughts are never resent;
+- tool messages carry text only: an image in a tool result becomes a short note;
+- a thought level becomes `reasoning_effort` ("on" sends none: the model's default);
 - streamed tool calls are keyed by `index`: id and name are *set* (llama.cpp repeats them in
   every delta), arguments appended; a new id at a known index starts a new call (some gateways
   send parallel calls all at index 0);
@@ -21,6 +23,7 @@ from typing import Any
 
 from acp_server.backends._http import BackendError, error_from_payload
 from acp_server.backends._sse import SseEvent
+from acp_server.backends.images import note
 from acp_server.messages import (
     Event,
     Finish,
@@ -35,6 +38,7 @@ from acp_server.messages import (
     ToolSpec,
     Usage,
 )
+from acp_server.thought import openai_reasoning_effort
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,9 @@ def payload(
         body["tool_choice"] = "auto"
     if request.max_tokens is not None:
         body["max_tokens"] = request.max_tokens
+    effort = openai_reasoning_effort(request.thought_level)
+    if effort is not None:
+        body["reasoning_effort"] = effort
     body["stream"] = stream
     if stream and stream_options:
         body["stream_options"] = {"include_usage": True}
@@ -82,7 +89,8 @@ def render_messages(request: ModelRequest) -> list[dict[str, Any]]:
 
 def render_message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.text}
+        content = _tool_text(message)
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
     if message.role == "assistant":
         rendered: dict[str, Any] = {"role": "assistant", "content": message.text}
         if message.tool_calls:
@@ -97,6 +105,16 @@ def render_message(message: Message) -> dict[str, Any]:
             ]
         return rendered
     return {"role": message.role, "content": _user_content(message)}
+
+
+def _tool_text(message: Message) -> str:
+    """A tool result's text: the dialect's tool messages carry no images, so each becomes a
+    note (dropping it silently would leave the model guessing what the tool returned)."""
+    why = "images in tool results cannot be passed on to this model"
+    return "".join(
+        part.text if isinstance(part, TextPart) else note(part, why).text
+        for part in message.content
+    )
 
 
 def _user_content(message: Message) -> str | list[dict[str, Any]]:

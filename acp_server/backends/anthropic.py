@@ -5,9 +5,10 @@ module does the HTTP: the `x-api-key` and `anthropic-version` headers, retries w
 before each wait (`_http.retrying`: 429, 5xx, 529 and `overloaded_error` frames that arrive before
 any output), and a hint to check ANTHROPIC_API_KEY on 401/403.
 
-Thinking: with `thinking_budget` set, requests enable extended thinking
-(`{"type": "enabled", "budget_tokens": N}`), except a request whose pending tool calls lost their
-signed thinking blocks (the API would reject it). The blocks themselves travel in
+Thinking: a request's thought level sets it (a budget, or adaptive thinking when the backend is
+made with `adaptive_thinking`); without one, `thinking_budget` enables extended thinking
+(`{"type": "enabled", "budget_tokens": N}`). Either way not for a request whose pending tool
+calls lost their signed thinking blocks (the API would reject it). The blocks themselves travel in
 `Message.extra` (see `_anthropic_wire`).
 
 `context_window()`: the Messages API has no endpoint that tells a model's window, so it comes from
@@ -21,9 +22,18 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 
 import httpx
 
-from acp_server.backends._anthropic_wire import EventParser, payload
-from acp_server.backends._http import LazyClient, RetryPolicy, lines, retrying, send
+from acp_server.backends._anthropic_wire import EventParser, payload, thinking_fields
+from acp_server.backends._http import (
+    BackendError,
+    LazyClient,
+    RetryPolicy,
+    lines,
+    retrying,
+    send,
+)
 from acp_server.backends._sse import sse_events
+from acp_server.backends.images import ImageInput
+from acp_server.backends.keys import ApiKey
 from acp_server.messages import Event, Finish, ModelRequest
 
 log = logging.getLogger(__name__)
@@ -58,8 +68,12 @@ class AnthropicBackend:
         model: str,
         api_key: str | None = None,
         *,
+        api_key_env: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        images: bool | None = None,
         max_tokens: int = 8192,
         thinking_budget: int | None = None,
+        adaptive_thinking: bool = False,
         context_window: int | None = None,
         headers: Mapping[str, str] | None = None,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
@@ -73,18 +87,24 @@ class AnthropicBackend:
         self.model = model
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
+        self.adaptive_thinking = adaptive_thinking  # Claude 4.6 and later: `{"type": "adaptive"}`
         self.retry = retry
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
         self._window = context_window or known_window(model)
-        self._headers = {"anthropic-version": API_VERSION}
-        if api_key:
-            self._headers["x-api-key"] = api_key
-        self._headers.update(headers or {})
+        # A key given here, else read from `api_key_env` (in `environ`) at every request.
+        self._key = ApiKey(api_key, api_key_env, environ)
+        self._headers = {"anthropic-version": API_VERSION, **(headers or {})}
         self._client = LazyClient(connect_timeout, read_timeout, transport)
+        self._images = ImageInput(images)  # False: notes in place of images
 
     @property
     def label(self) -> str:
         return f"anthropic:{self.model}"
+
+    @property
+    def images(self) -> bool | None:
+        """Whether the model reads images (None: not known; False also once it refused them)."""
+        return self._images.known
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -113,18 +133,36 @@ class AnthropicBackend:
         yield Finish(reason)
 
     async def _open(self, request: ModelRequest) -> httpx.Response:
+        request = self._images.fit(request)
         body = payload(
-            self.model, request, max_tokens=self.max_tokens, thinking_budget=self.thinking_budget
+            self.model,
+            request,
+            max_tokens=self.max_tokens,
+            thinking_budget=self.thinking_budget,
+            adaptive=self.adaptive_thinking,
         )
-        if self.thinking_budget and "thinking" not in body:
+        wanted = thinking_fields(
+            request.thought_level, self.thinking_budget, self.adaptive_thinking
+        )
+        if wanted and "thinking" not in body:
             log.info("%s: thinking off: pending tool calls lost their thinking", self.label)
         client = self._http()
-        return await send(
-            client,
-            client.build_request("POST", self.url, json=body, headers=self._headers),
-            first_byte_timeout=self.first_byte_timeout,
-            api_key_env=API_KEY_ENV,
-        )
+        try:
+            return await send(
+                client,
+                client.build_request("POST", self.url, json=body, headers=self._request_headers()),
+                first_byte_timeout=self.first_byte_timeout,
+                api_key_env=self._key.variable or API_KEY_ENV,
+            )
+        except BackendError as failure:
+            if failure.images_refused:
+                self._images.refused(self.label)
+            raise
 
     def _http(self) -> httpx.AsyncClient:
         return self._client.get()
+
+    def _request_headers(self) -> dict[str, str]:
+        """The configured headers and the key as it is now (read at each request)."""
+        key = self._key.value()
+        return {"x-api-key": key, **self._headers} if key else dict(self._headers)

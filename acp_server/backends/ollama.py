@@ -2,9 +2,11 @@
 
 One round is one streamed request (the dialect lives in `_ollama_wire`). Around it, as in the
 OpenAI backend: inline `<tool_call>` markup is recovered from the text (`textcalls.CallRecovery`;
-small local models often write calls as text), and transient failures are retried with a notice
-first (`_http.retrying`). Ollama sends tool calls without ids; ids are made up here, unique per
-backend instance (a random prefix, so a restarted server never repeats one already in history).
+small local models often write calls as text), a `<think>…</think>` block opening the content
+(older servers) becomes thoughts and a reply that was only thinking is shown as the answer
+(`reasoning`), and transient failures are retried with a notice first (`_http.retrying`).
+Ollama sends tool calls without ids; ids are made up here, unique per backend instance (a
+random prefix, so a restarted server never repeats one already in history).
 
 The context window — and the `options.num_ctx` sent with every request:
 
@@ -31,7 +33,7 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -39,10 +41,14 @@ import httpx
 from acp_server.backends._http import BackendError, LazyClient, RetryPolicy, lines, retrying, send
 from acp_server.backends._ollama_wire import (
     LineParser,
-    configured_num_ctx,
     payload,
+    planned_num_ctx,
+    reads_images,
     trained_length,
 )
+from acp_server.backends.images import ImageInput
+from acp_server.backends.keys import ApiKey
+from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import Event, Finish, ModelRequest
 
@@ -63,6 +69,10 @@ class OllamaBackend:
         num_ctx: int | None = None,
         default_num_ctx: int = DEFAULT_NUM_CTX,
         think: bool | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        api_key_env: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        images: bool | None = None,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
@@ -82,6 +92,11 @@ class OllamaBackend:
         self._trained: int | None = None
         self._discovered = False
         self._client = LazyClient(connect_timeout, read_timeout, transport)
+        # Local Ollama needs no key; a hosted or proxied one may want a bearer token, read from
+        # `api_key_env` at every request.
+        self._key = ApiKey(None, api_key_env, environ)
+        self._headers = dict(headers or {})
+        self._images = ImageInput(images)  # False: notes; settled by /api/show when unknown
         self._recovery = CallRecovery()
         self._id_prefix = f"call_{uuid.uuid4().hex[:8]}_"
         self._ids = itertools.count()
@@ -95,6 +110,11 @@ class OllamaBackend:
         """The `options.num_ctx` sent with chat requests (None: not sent)."""
         return self._num_ctx
 
+    @property
+    def images(self) -> bool | None:
+        """Whether the model reads images (None: not known; False also once it refused them)."""
+        return self._images.known
+
     async def aclose(self) -> None:
         await self._client.aclose()
 
@@ -104,10 +124,10 @@ class OllamaBackend:
     # ----- one round ----------------------------------------------------------------------------
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
-        return self._recovery.stream(self._round, request)
+        return reasoning_as_answer(self._recovery.stream(self._round, request))
 
     def _round(self, request: ModelRequest) -> AsyncIterator[Event]:
-        return retrying(lambda: self._attempt(request), self.retry)
+        return split_think_tags(retrying(lambda: self._attempt(request), self.retry))
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[Event, None]:
         """One streamed request; raises BackendError."""
@@ -125,15 +145,21 @@ class OllamaBackend:
         yield Finish(parser.final_reason())
 
     async def _open(self, request: ModelRequest) -> httpx.Response:
+        request = self._images.fit(request)
         body = payload(self.model, request, num_ctx=self._num_ctx, think=self.think)
         client = self._http()
         try:
             return await send(
                 client,
-                client.build_request("POST", f"{self.base_url}/api/chat", json=body),
+                client.build_request(
+                    "POST", f"{self.base_url}/api/chat", json=body, headers=self._request_headers()
+                ),
                 first_byte_timeout=self.first_byte_timeout,
+                api_key_env=self._key.variable,
             )
         except BackendError as failure:
+            if failure.images_refused:
+                self._images.refused(self.label)
             raise self._explained(failure) from None
 
     def _explained(self, failure: BackendError) -> BackendError:
@@ -153,10 +179,17 @@ class OllamaBackend:
             retry_after=failure.retry_after,
             body=failure.body,
             context_overflow=failure.context_overflow,
+            images_refused=failure.images_refused,
         )
 
     def _http(self) -> httpx.AsyncClient:
         return self._client.get()
+
+    def _request_headers(self) -> dict[str, str]:
+        """The configured headers and the key as it is now (read at each request)."""
+        key = self._key.value()
+        auth = {"Authorization": f"Bearer {key}"} if key else {}
+        return {**auth, **self._headers}
 
     # ----- context window -----------------------------------------------------------------------
 
@@ -173,10 +206,10 @@ class OllamaBackend:
     def _settle(self, show: Any) -> None:
         """Choose the num_ctx to send from what the server told (see the module docstring)."""
         self._trained = trained_length(show)
-        chosen = self._configured_num_ctx or configured_num_ctx(show)
-        if chosen is None:
-            chosen = min(self._trained or self.default_num_ctx, self.default_num_ctx)
+        chosen = planned_num_ctx(show, self._configured_num_ctx, self.default_num_ctx)
         self._num_ctx = chosen
+        if self._images.known is None:
+            self._images.known = reads_images(show)
         log.info("%s: trained for %s tokens; sending num_ctx %s", self.label, self._trained, chosen)
 
     async def _show(self) -> Any:
@@ -185,6 +218,7 @@ class OllamaBackend:
             response = await self._http().post(
                 f"{self.base_url}/api/show",
                 json={"model": self.model},
+                headers=self._request_headers(),
                 timeout=httpx.Timeout(self.connect_timeout),
             )
             response.raise_for_status()

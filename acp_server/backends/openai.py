@@ -3,6 +3,8 @@
 One round is `POST {base_url}/chat/completions` with `stream: true`, parsed from SSE into neutral
 events (the dialect lives in `_openai_wire`). Around it, in this order:
 
+- a reply that was only reasoning and finished with `stop` is shown as the answer, and a
+  `<think>…</think>` block opening the content becomes thoughts (`reasoning`);
 - inline tool calls are recovered from the text (`textcalls.CallRecovery`), with one retry when
   the reply's only call could not be read;
 - transient failures are retried with backoff and a notice (`_http.retrying`); a failure after
@@ -37,6 +39,9 @@ from acp_server.backends._http import (
 )
 from acp_server.backends._openai_wire import ChunkParser, completion_events, payload
 from acp_server.backends._sse import sse_events
+from acp_server.backends.images import ImageInput
+from acp_server.backends.keys import ApiKey
+from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import Event, ModelRequest
 
@@ -56,6 +61,8 @@ class OpenAIBackend:
         headers: Mapping[str, str] | None = None,
         *,
         api_key_env: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        images: bool | None = None,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so sharing is safe
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
@@ -65,15 +72,17 @@ class OpenAIBackend:
         self.base_url = str(httpx.URL(base_url.rstrip("/")))
         self.model = model
         self.retry = retry
-        self.api_key_env = api_key_env  # named in the hint when the server refuses the key
+        # A key given here, else read from `api_key_env` (in `environ`) at every request; the
+        # variable is also named in the hint when the server refuses the key.
+        self._key = ApiKey(api_key, api_key_env, environ)
         self.connect_timeout = connect_timeout
         # How long the server may think before the response starts (reading a long prompt).
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._headers.update(headers or {})
+        self._headers = dict(headers or {})
         self._client = LazyClient(connect_timeout, read_timeout, transport)
         self._streams_tools = True  # False once the server answered an empty stream with tools
         self._stream_options = True  # False once a strict server refused it
+        self._images = ImageInput(images)  # False: notes in place of images
         self._recovery = CallRecovery()
         self._window: int | None = None
         self._window_known = False
@@ -83,6 +92,15 @@ class OpenAIBackend:
         return f"openai:{self.model}"
 
     @property
+    def api_key_env(self) -> str | None:
+        return self._key.variable
+
+    @property
+    def images(self) -> bool | None:
+        """Whether the model reads images (None: not known; False also once it refused them)."""
+        return self._images.known
+
+    @property
     def sends_stream_options(self) -> bool:
         return self._stream_options
 
@@ -90,10 +108,10 @@ class OpenAIBackend:
         await self._client.aclose()
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
-        return self._recovery.stream(self._round, request)
+        return reasoning_as_answer(self._recovery.stream(self._round, request))
 
     def _round(self, request: ModelRequest) -> AsyncIterator[Event]:
-        return retrying(lambda: self._attempt(request), self.retry)
+        return split_think_tags(retrying(lambda: self._attempt(request), self.retry))
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[Event, None]:
         """One streamed request (and its non-streamed fallback); raises BackendError."""
@@ -145,19 +163,31 @@ class OpenAIBackend:
         return completion_events(body)
 
     async def _post(self, request: ModelRequest, *, stream: bool) -> httpx.Response:
-        body = payload(self.model, request, stream=stream, stream_options=self._stream_options)
+        fitted = self._images.fit(request)
+        body = payload(self.model, fitted, stream=stream, stream_options=self._stream_options)
         client = self._http()
         url = f"{self.base_url}/chat/completions"
-        return await send(
-            client,
-            client.build_request("POST", url, json=body, headers=self._headers),
-            # Unstreamed, the answer starts only when the whole reply is written.
-            first_byte_timeout=self.first_byte_timeout if stream else None,
-            api_key_env=self.api_key_env,
-        )
+        try:
+            return await send(
+                client,
+                client.build_request("POST", url, json=body, headers=self._request_headers()),
+                # Unstreamed, the answer starts only when the whole reply is written.
+                first_byte_timeout=self.first_byte_timeout if stream else None,
+                api_key_env=self.api_key_env,
+            )
+        except BackendError as failure:
+            if failure.images_refused:
+                self._images.refused(self.label)
+            raise
 
     def _http(self) -> httpx.AsyncClient:
         return self._client.get()
+
+    def _request_headers(self) -> dict[str, str]:
+        """The configured headers and the key as it is now (read at each request)."""
+        key = self._key.value()
+        auth = {"Authorization": f"Bearer {key}"} if key else {}
+        return {**auth, **self._headers}
 
     # ----- context window -----------------------------------------------------------------------
 
@@ -180,7 +210,7 @@ class OpenAIBackend:
         """The JSON at `url`, or None when it cannot be had (discovery is best effort)."""
         try:
             response = await self._http().get(
-                url, headers=self._headers, timeout=httpx.Timeout(self.connect_timeout)
+                url, headers=self._request_headers(), timeout=httpx.Timeout(self.connect_timeout)
             )
             response.raise_for_status()
             return response.json()

@@ -2,7 +2,8 @@
 of the usual local servers, else a clear message saying how to configure one.
 
 The model string is split at the first colon, so `ollama:qwen3:8b` is dialect `ollama` and
-model `qwen3:8b`. Endpoints and keys come from the environment:
+model `qwen3:8b`. Without a configuration file, endpoints and keys come from the environment
+(these are the built-in providers of `configfile`):
 
 | dialect     | endpoint (default)                                   | key               |
 |-------------|------------------------------------------------------|-------------------|
@@ -13,6 +14,10 @@ model `qwen3:8b`. Endpoints and keys come from the environment:
 A hosted API (OpenAI's, Anthropic's) without its key gets no request at all: every prompt fails
 at once with a message naming the variable to set (a request would only be refused, or on a
 machine without network, retried for seconds before failing with nothing said about the key).
+
+`from_provider(provider, model, env)` builds the backend for a provider of the configuration file
+(a gateway in place of a built-in one, or a provider of its own): its dialect, base URL and extra
+headers, and its key read from the variable it names at each request, never kept.
 """
 
 from __future__ import annotations
@@ -23,7 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from acp_server import redaction
 from acp_server.backends import Backend
+from acp_server.backends.providers import HOSTED as HOSTED
+from acp_server.backends.providers import Provider, builtin_providers
+from acp_server.backends.providers import ollama_url as ollama_url
 from acp_server.messages import Event, ModelRequest, StreamError
 
 log = logging.getLogger(__name__)
@@ -44,35 +53,6 @@ LOCAL_SERVERS = (
     ("openai", "http://127.0.0.1:8080/v1", "/models"),
 )
 PROBE_TIMEOUT = 0.3
-
-
-@dataclass(frozen=True)
-class Hosted:
-    """A vendor's hosted API: it always needs a key, so without one nothing is worth sending."""
-
-    vendor: str
-    base_env: str
-    default_base: str
-    key_env: str
-    keys_page: str
-
-
-HOSTED = {
-    "openai": Hosted(
-        "OpenAI",
-        "OPENAI_BASE_URL",
-        "https://api.openai.com/v1",
-        "OPENAI_API_KEY",
-        "https://platform.openai.com/api-keys",
-    ),
-    "anthropic": Hosted(
-        "Anthropic",
-        "ANTHROPIC_BASE_URL",
-        "https://api.anthropic.com",
-        "ANTHROPIC_API_KEY",
-        "https://console.anthropic.com/settings/keys",
-    ),
-}
 
 
 class ModelSpecError(ValueError):
@@ -124,55 +104,89 @@ def _number(env: Mapping[str, str], name: str, default: Any, kind: Callable[[str
 def missing_key(spec: ModelSpec, env: Mapping[str, str]) -> str | None:
     """What to do when `spec` would reach a vendor's hosted API without its key (None: the key
     is set, or the endpoint is another server, which may need none)."""
-    hosted = HOSTED.get(spec.dialect)
-    if hosted is None or env.get(hosted.key_env):
+    return missing_provider_key(builtin_providers(env)[spec.dialect], spec.model, env)
+
+
+def missing_provider_key(provider: Provider, model: str, env: Mapping[str, str]) -> str | None:
+    """What to do when a model of `provider` would be asked without the key it needs (None:
+    the key is set, or none is needed). A built-in provider needs its key only on the vendor's
+    own API (another server at OPENAI_BASE_URL may take none); a provider whose key variable
+    the configuration file names needs it wherever it points."""
+    variable = provider.api_key_env
+    if not variable or env.get(variable):
         return None
-    base = env.get(hosted.base_env) or hosted.default_base
-    if urlsplit(base).hostname != urlsplit(hosted.default_base).hostname:
-        return None
+    hosted = HOSTED.get(provider.name)
+    if hosted is not None and variable == hosted.key_env:
+        if urlsplit(provider.base_url).hostname != urlsplit(hosted.default_base).hostname:
+            return None
+        return (
+            f"The model {provider.name}:{model} runs on {hosted.vendor}'s API "
+            f"({hosted.default_base}), which needs an API key, and {variable} is not set. "
+            f"Create a key at {hosted.keys_page}, then set it where acp-server starts: "
+            f"`export {variable}=...` in your shell, or in the `env` of your editor's agent "
+            f"configuration. To use another server instead, set {hosted.base_env}."
+        )
     return (
-        f"The model {spec.dialect}:{spec.model} runs on {hosted.vendor}'s API "
-        f"({hosted.default_base}), which needs an API key, and {hosted.key_env} is not set. "
-        f"Create a key at {hosted.keys_page}, then set it where acp-server starts: "
-        f"`export {hosted.key_env}=...` in your shell, or in the `env` of your editor's agent "
-        f"configuration. To use another server instead, set {hosted.base_env}."
+        f"The model {provider.name}:{model} runs on {provider.base_url}, and the configuration "
+        f"says its API key is in the environment variable {variable}, which is not set. Set it "
+        f"where acp-server starts: `export {variable}=...` in your shell, or in the `env` of "
+        f"your editor's agent configuration. If that server needs no key, remove `api_key_env` "
+        f"from [providers.{provider.name}] in the configuration file."
     )
 
 
 def build(spec: ModelSpec, env: Mapping[str, str]) -> Backend:
-    """The backend for an explicit model choice (one that only explains, when a key is missing)."""
-    problem = missing_key(spec, env)
+    """The backend for an explicit model choice (one that only explains, when a key is missing):
+    the built-in provider of the dialect, addressed from the environment."""
+    return from_provider(builtin_providers(env)[spec.dialect], spec.model, env)
+
+
+def from_provider(
+    provider: Provider,
+    model: str,
+    env: Mapping[str, str],
+    *,
+    window: int | None = None,
+    images: bool | None = None,
+    adaptive_thinking: bool = False,
+) -> Backend:
+    """The backend for `model` on `provider` (built in, or from the configuration file): its
+    dialect, base URL and extra headers, its key read from `provider.api_key_env` in `env` at
+    each request (never kept). `window` is a configured context window (Ollama sends it as
+    `num_ctx`); `images=False` sends a note in place of each image (None: not known, images are
+    sent until the server refuses them); `adaptive_thinking` is for Claude models that take
+    `{"type": "adaptive"}` thinking (`ModelEntry.adaptive_thinking`)."""
+    problem = missing_provider_key(provider, model, env)
     if problem is not None:
         from acp_server.backends.unconfigured import UnconfiguredBackend
 
         return UnconfiguredBackend(problem)
-    options = http_options(env)
-    if spec.dialect == "openai":
+    if provider.api_key_env:
+        redaction.remember_variable(provider.api_key_env)
+    common: dict[str, Any] = {
+        **http_options(env),
+        "headers": dict(provider.headers),
+        "api_key_env": provider.api_key_env,
+        "environ": env,
+        "images": images,
+    }
+    if provider.dialect == "openai":
         from acp_server.backends.openai import OpenAIBackend
 
-        base = env.get("OPENAI_BASE_URL") or HOSTED["openai"].default_base
-        key = env.get("OPENAI_API_KEY") or None
-        return OpenAIBackend(base, spec.model, api_key=key, api_key_env="OPENAI_API_KEY", **options)
-    if spec.dialect == "ollama":
+        return OpenAIBackend(provider.base_url, model, **common)
+    if provider.dialect == "ollama":
         from acp_server.backends.ollama import OllamaBackend
 
-        return OllamaBackend(ollama_url(env.get("OLLAMA_HOST")), spec.model, **options)
+        return OllamaBackend(provider.base_url, model, num_ctx=window, **common)
     from acp_server.backends.anthropic import AnthropicBackend
 
-    base = env.get("ANTHROPIC_BASE_URL") or HOSTED["anthropic"].default_base
-    key = env.get("ANTHROPIC_API_KEY") or None
-    return AnthropicBackend(base, spec.model, api_key=key, **options)
-
-
-def ollama_url(host: str | None) -> str:
-    """OLLAMA_HOST may be `host`, `host:port` or a URL."""
-    if not host:
-        return "http://127.0.0.1:11434"
-    if "://" not in host:
-        host = f"http://{host}"
-    if host.count(":") == 1:  # scheme only, no port
-        host += ":11434"
-    return host.rstrip("/")
+    return AnthropicBackend(
+        provider.base_url,
+        model,
+        context_window=window,
+        adaptive_thinking=adaptive_thinking,
+        **common,
+    )
 
 
 async def probe_local(

@@ -99,7 +99,7 @@ def errors(events: list[Event]) -> list[str]:
 
 
 async def test_the_request_body(llm: MockLLM, make: Any) -> None:
-    llm.set(context_length=8192)
+    llm.set(context_length=8192, capabilities=["completion", "tools", "vision"])
     llm.queue({"text": "ok"})
     history = (
         Message(role="user", content=(TextPart("what is this?"), ImagePart("aGk=", "image/png"))),

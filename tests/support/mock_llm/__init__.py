@@ -5,7 +5,8 @@ Why a socket server and not `httpx.MockTransport`: the agent under test may be a
 byte) only exist on a real socket. Stdlib asyncio only; one request per connection
 (`Connection: close`); streams are chunked unless a response says `"chunked": False`.
 
-Layout: `server` (routing, discovery, the script queue, faults), `http_io` (one request in,
+Layout: `server` (routing, the script queue, faults), `discovery` (the endpoints that tell
+about models), `http_io` (one request in,
 one response out), `script` (a scripted response split into pieces, the shape of a dialect),
 one module per dialect: `openai`, `anthropic`, `ollama`; `view` (any dialect's request read as
 one neutral conversation, its token count, the strict tool check) and `responders`.
@@ -21,13 +22,17 @@ consuming a queued response; `report_window=N` tells N where servers do (as
 server that silently cut the prompt); `responder=f(request_json) -> response dict` answers when
 the queue is empty (`responders.file_reader()` plays a long tool-heavy session);
 `strict_tools=True` refuses (HTTP 400) a history with an orphaned tool result or a tool call
-without its result. Records: `requests` (every request, body included), `counted` (the prompt
-tokens of each chat request that passed the validator), `overflows` (requests refused for the
-window), `invalid` ((request, reason) refused by the validator).
+without its result; `strict_dialect=True` refuses (HTTP 400, the vendor's error body) whatever
+the real API of the endpoint refuses (tests/support/strict_dialects.py: OpenAI tool pairing,
+Anthropic alternation, tool_result pairing and thinking signatures of the requested model,
+Ollama's native shapes), and signs each thinking block for the model that made it
+(`signatures`: signature -> model). Records: `requests` (every request, body included),
+`counted` (the prompt tokens of each chat request that passed the validator), `overflows`
+(requests refused for the window), `invalid` ((request, reason) refused by a strict check).
 
 Endpoints: `POST /v1/chat/completions` (OpenAI SSE), `POST /v1/messages` (Anthropic SSE),
 `POST /api/chat` (Ollama NDJSON), and discovery: `GET /v1/models`, `GET /props` (llama.cpp),
-`POST /api/show` (Ollama). Every request is recorded in `MockLLM.requests`.
+`GET /api/tags` and `POST /api/show` (Ollama). Every request is recorded in `MockLLM.requests`.
 
 A scripted response is a dialect-neutral dict; the endpoint that receives it picks the wire:
 
@@ -52,7 +57,11 @@ stays queued when it rejects; `reject_null_content` is consumed either way. An e
 the responder, or answers NO_SCRIPT_TEXT with finish "stop". Discovery: `set(context_length=N)`
 feeds /v1/models `context_length`, /props `default_generation_settings.n_ctx`, /api/show
 `model_info["<arch>.context_length"]` and `parameters` num_ctx; `n_ctx`, `num_ctx`,
-`n_ctx_train` (llama.cpp's /v1/models `meta`), `arch` and `model` override. /props answers 404
+`n_ctx_train` (llama.cpp's /v1/models `meta`), `arch` and `model` override; `models` (a list)
+makes the server have several (listed by /v1/models and /api/tags; /api/show answers 404 for
+others); `capabilities` (a list, or {model: list}) is what /api/show says a model can do
+(default: completion, tools, thinking: no vision); `vision=True` makes /props say it reads
+images. /props answers 404
 while no window is known (a server that is not llama.cpp).
 """
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mock_llm import anthropic, ollama, openai
+from tests.support.mock_llm import anthropic, discovery, ollama, openai, strict
 from tests.support.mock_llm.http_io import Recorded, ResponseWriter, read_request
 from tests.support.mock_llm.script import (
     ERROR_FRAME_TEXT,
@@ -47,7 +47,8 @@ class MockLLM:
     dialect's overflow error; `report_window` tells that window on the discovery endpoints;
     `cap_prompt_tokens` reports at most that many prompt tokens (a server that cut the prompt
     silently); `responder(body)` answers when the queue is empty; `strict_tools` refuses a
-    history with an orphaned tool result or a call left without one."""
+    history with an orphaned tool result or a call left without one; `strict_dialect` checks
+    each request as the real API of its endpoint does (`strict`)."""
 
     # Writes each response; the relay benchmark swaps in one that notes when frames leave.
     response_writer: type[ResponseWriter] = ResponseWriter
@@ -60,6 +61,7 @@ class MockLLM:
         cap_prompt_tokens: int | None = None,
         responder: Responder | None = None,
         strict_tools: bool = False,
+        strict_dialect: bool = False,
     ) -> None:
         self.url = ""
         self.requests: list[Recorded] = []
@@ -68,9 +70,12 @@ class MockLLM:
         self.cap_prompt_tokens = cap_prompt_tokens
         self.responder = responder
         self.strict_tools = strict_tools
+        self.strict_dialect = strict_dialect  # each request checked as its real API does
+        self.signatures: dict[str, str] = {}  # thinking signature issued -> the model it names
         self.counted: list[int] = []  # the prompt tokens of every chat request, in order
         self.overflows: list[Recorded] = []  # chat requests refused for the window
-        self.invalid: list[tuple[Recorded, str]] = []  # refused by `strict_tools`, and why
+        # Refused by `strict_tools` or `strict_dialect`, and why.
+        self.invalid: list[tuple[Recorded, str]] = []
         self._script: deque[Response] = deque()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -153,71 +158,19 @@ class MockLLM:
         if req.method == "POST" and req.path in CHAT_PATHS:
             await self._chat(CHAT_PATHS[req.path], req, out)
         elif req.method == "GET" and req.path in ("/v1/models", "/models"):
-            await out.whole(200, self._models())
-        elif req.method == "GET" and req.path == "/props" and self._n_ctx() is not None:
-            await out.whole(200, self._props())
+            await out.whole(200, discovery.models(self.info))
+        elif req.method == "GET" and req.path == "/props" and discovery.knows_window(self.info):
+            await out.whole(200, discovery.props(self.info))
         elif req.method == "POST" and req.path == "/api/show":
-            await out.whole(200, self._show())
+            status, show = discovery.show(self.info, req.json)
+            await out.whole(status, show)
+        elif req.method == "GET" and req.path == "/api/tags":
+            await out.whole(200, discovery.tags(self.info))
         else:
             message = f"mock: no route for {req.method} {req.path}"
             await out.whole(
                 404, {"error": {"code": 404, "message": message, "type": "not_found_error"}}
             )
-
-    # discovery ------------------------------------------------------------------------
-
-    def _pick(self, key: str) -> Any:
-        return self.info[key] if key in self.info else self.info.get("context_length")
-
-    def _n_ctx(self) -> Any:
-        return self._pick("n_ctx")
-
-    def _models(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"id": self.info["model"], "object": "model", "created": 0}
-        entry["owned_by"] = "mock"
-        if self.info.get("context_length") is not None:
-            entry["context_length"] = self.info["context_length"]
-        if self.info.get("n_ctx_train") is not None:
-            entry["meta"] = {"n_ctx_train": self.info["n_ctx_train"]}
-        return {"object": "list", "data": [entry]}
-
-    def _props(self) -> dict[str, Any]:
-        """llama.cpp's /props: the runtime window is default_generation_settings.n_ctx."""
-        settings = {"id": 0, "id_task": -1, "n_ctx": self._n_ctx(), "speculative": False}
-        settings |= {"is_processing": False, "params": {"n_predict": -1, "temperature": 0.8}}
-        return {
-            "default_generation_settings": settings,
-            "total_slots": 1,
-            "model_path": f"/models/{self.info['model']}.gguf",
-            "chat_template": "",
-            "chat_template_caps": {},
-            "modalities": {"vision": False, "audio": False},
-            "build_info": "mock",
-            "is_sleeping": False,
-        }
-
-    def _show(self) -> dict[str, Any]:
-        """Ollama's /api/show: model_info has the trained length, parameters the num_ctx."""
-        arch = self.info.get("arch", "llama")
-        model_info: dict[str, Any] = {"general.architecture": arch}
-        model_info["general.parameter_count"] = 8_030_261_248
-        if self.info.get("context_length") is not None:
-            model_info[f"{arch}.context_length"] = self.info["context_length"]
-        details = {"parent_model": "", "format": "gguf", "family": arch, "families": [arch]}
-        details |= {"parameter_size": "8.0B", "quantization_level": "Q4_K_M"}
-        show: dict[str, Any] = {
-            "modelfile": f"# Modelfile generated by mock\nFROM {self.info['model']}\n",
-            "template": "{{ .Prompt }}",
-            "details": details,
-            "model_info": model_info,
-            "capabilities": ["completion", "tools", "thinking"],
-            "modified_at": "2025-01-01T00:00:00Z",
-        }
-        num_ctx = self._pick("num_ctx")
-        if num_ctx is not None:
-            show["parameters"] = f"{'num_ctx':<30} {num_ctx}"  # Ollama pads keys to 30
-            show["modelfile"] += f"PARAMETER num_ctx {num_ctx}\n"
-        return show
 
     # chat -----------------------------------------------------------------------------
 
@@ -239,6 +192,8 @@ class MockLLM:
         """The request's prompt tokens; None when it was refused, as a strict server or one
         with a small window refuses it."""
         problem = tool_problem(conversation(req.json)) if self.strict_tools else None
+        if problem is None and self.strict_dialect:
+            problem = "; ".join(strict.problems(dialect, req.json, self.signatures)) or None
         if problem is not None:
             self.invalid.append((req, problem))
             await out.whole(400, dialect.error_body(400, problem, "invalid_request_error"))
@@ -279,6 +234,11 @@ class MockLLM:
             capped = min(plan.usage["prompt_tokens"], self.cap_prompt_tokens)
             plan.usage["prompt_tokens"] = capped
         model = str(body.get("model") or self.info["model"])
+        if plan.thought and dialect is anthropic.DIALECT:
+            plain = "" if self.strict_dialect else plan.signature
+            plan.signature = strict.signature_for(
+                model, self.signatures, resp.get("signature"), plain
+            )
         if body.get("stream", dialect.streams_by_default):
             await self._stream(dialect, plan, body, model, out)
         else:

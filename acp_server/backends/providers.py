@@ -1,0 +1,110 @@
+"""Where models run and what is known of them: providers, the built-in ones, model facts.
+
+A `Provider` is an API endpoint in one wire dialect (`openai`, `anthropic`, `ollama`): its base
+URL, the environment variable holding its key (`api_key_env`, never the key itself) and extra
+headers. Three exist without any configuration (`builtin_providers`), addressed from the
+environment variables users already set: OPENAI_BASE_URL / OPENAI_API_KEY,
+ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY, OLLAMA_HOST. A `ModelConfig` is what is known of one
+model (from the configuration file, or discovered on a local server); what is not known is None.
+
+These are plain data shared by `configfile` (which reads them from config.toml), `backends.select`
+(which builds a backend for a provider) and `backends.discover` (which finds models): they live
+here, below all three, so that none imports a layer above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """A vendor's hosted API: it always needs a key, so without one nothing is worth sending."""
+
+    vendor: str
+    base_env: str
+    default_base: str
+    key_env: str
+    keys_page: str
+
+
+HOSTED = {
+    "openai": Hosted(
+        "OpenAI",
+        "OPENAI_BASE_URL",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        "https://platform.openai.com/api-keys",
+    ),
+    "anthropic": Hosted(
+        "Anthropic",
+        "ANTHROPIC_BASE_URL",
+        "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY",
+        "https://console.anthropic.com/settings/keys",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where models run: the API dialect, its address, the variable holding its key."""
+
+    name: str
+    dialect: str
+    base_url: str
+    api_key_env: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    # "built in", "built in, changed by the file", "the file", "discovered"
+    origin: str = "built in"
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float  # US dollars per million tokens
+    output: float
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A model as the file describes it, or as a local server told (`discover`); what is not
+    known is None."""
+
+    provider: str
+    id: str
+    name: str | None = None
+    window: int | None = None
+    reply_reserve: int | None = None
+    price: Price | None = None
+    tools: bool | None = None
+    images: bool | None = None
+    reasoning: tuple[str, ...] | None = None
+    adaptive_thinking: bool | None = None
+    tool_call_ids: str | None = None
+
+    @property
+    def value(self) -> str:
+        """The model's stable id: PROVIDER:MODEL."""
+        return f"{self.provider}:{self.id}"
+
+
+def builtin_providers(env: Mapping[str, str]) -> dict[str, Provider]:
+    """The providers that exist without a file, addressed from the environment."""
+    out = {
+        name: Provider(name, name, env.get(h.base_env) or h.default_base, h.key_env)
+        for name, h in HOSTED.items()
+    }
+    out["ollama"] = Provider("ollama", "ollama", ollama_url(env.get("OLLAMA_HOST")))
+    return out
+
+
+def ollama_url(host: str | None) -> str:
+    """OLLAMA_HOST may be `host`, `host:port` or a URL."""
+    if not host:
+        return "http://127.0.0.1:11434"
+    if "://" not in host:
+        host = f"http://{host}"
+    if host.count(":") == 1:  # scheme only, no port
+        host += ":11434"
+    return host.rstrip("/")
