@@ -76,6 +76,8 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     system: str = ""  # the system prompt; never stored in history (each model brings its own)
     max_tokens: int | None = None
+    # "summary": a compaction's summary round (tool-free), not a turn of the conversation
+    purpose: Literal["turn", "summary"] = "turn"
 
 
 # ----- stream events ---------------------------------------------------------------------------
