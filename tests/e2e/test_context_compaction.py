@@ -103,18 +103,7 @@ async def test_a_cancel_during_the_summary_leaves_a_working_session(
     for n in range(6):
         params = {"sessionId": reader.session, "prompt": [{"type": "text", "text": names[n % 4]}]}
         req = await server.call("session/prompt", params)
-        frames = await server.until(
-            lambda f: (
-                f.get("id") == req
-                or (
-                    f.get("params", {})
-                    .get("update", {})
-                    .get("toolCallId", "")
-                    .startswith("compact_")
-                )
-            ),
-            timeout=20,
-        )
+        frames = await server.until(answer_or_card(req), timeout=20)
         if frames[-1].get("id") == req:
             continue
         await server.notify("session/cancel", {"sessionId": reader.session})
@@ -131,6 +120,14 @@ async def test_a_cancel_during_the_summary_leaves_a_working_session(
         assert turn.stop == "end_turn", turn.text
         assert f"word{n % 4}" in turn.text
     assert mock_llm.invalid == []
+
+
+def answer_or_card(req: int) -> Callable[[dict[str, Any]], bool]:
+    def match(frame: dict[str, Any]) -> bool:
+        update = frame.get("params", {}).get("update", {})
+        return frame.get("id") == req or str(update.get("toolCallId", "")).startswith("compact_")
+
+    return match
 
 
 async def test_compaction_updates_for_a_client_that_shows_them(

@@ -50,11 +50,11 @@ def compactions(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
     finals = []
     for update in seen:
         kind = update["sessionUpdate"]
-        if kind == "compaction_update" and update["status"] != "in_progress":
+        card = kind == "tool_call_update" and str(update["toolCallId"]).startswith("compact_")
+        if (kind == "compaction_update" and update["status"] != "in_progress") or (
+            card and update.get("status") in ("completed", "failed")
+        ):
             finals.append(update)
-        elif kind == "tool_call_update" and str(update["toolCallId"]).startswith("compact_"):
-            if update.get("status") in ("completed", "failed"):
-                finals.append(update)
     return finals
 
 
