@@ -133,7 +133,7 @@ def answer_or_card(req: int) -> Callable[[dict[str, Any]], bool]:
 async def test_compaction_updates_for_a_client_that_shows_them(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
-    caps = {"session": {"compaction": {}}}
+    caps: dict[str, Any] = {"session": {"compaction": {}}}
     reader, names = await small_window(server_factory, mock_llm, tmp_path, capabilities=caps)
     for n in range(4):
         await reader.ask(names[n % 4])
