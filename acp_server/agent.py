@@ -172,8 +172,10 @@ async def _request(turn: Turn) -> _Reply:
     context = turn.context
     if context is None:
         return await _model_round(turn, turn.tools.specs())
-    tools = context.session.tools(turn.system, turn.tools.specs())
     for attempt in range(2):
+        # Chosen again for the retry: the overflow may have lowered the window (a smaller
+        # window may take the compact profile).
+        tools = context.session.tools(turn.system, turn.tools.specs())
         problem = await context.prepare(turn.system, tools, turn.history)
         if problem is not None:
             return _Reply("", _Chunks(turn.emit, ""), error=problem, failure="context")
