@@ -72,7 +72,7 @@ NOTE = "The sprocket assembly needs a new bearing, a shim and two bolts before F
     reason="open: under llama-cpp-python the learned estimate factor climbs to ~4 (its prompt "
     "counts are far above our estimate of the tool schemas), so by turn ~10 the fixed part is "
     "judged too large; and turns take 30-80 s on this machine. See the issue-10 report.",
-    strict=False,
+    run=False,  # it takes minutes before it fails; run it alone with --runxfail
 )
 async def test_a_long_session_overflows_a_small_real_window_and_every_turn_completes(
     server_factory: Start, tmp_path: Path
