@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from acp_server import updates
+from acp_server.agent_context import TurnContext
 from acp_server.backends import Backend
 from acp_server.messages import (
+    ContextOverflow,
     Event,
     Finish,
     FinishReason,
@@ -80,7 +82,7 @@ class TurnFailure:
     """Why a turn ended without an answer: the model failed (after any retries) or the agent
     itself did; `message` is what the user was shown."""
 
-    reason: Literal["model", "internal"]
+    reason: Literal["model", "internal", "context"]
     message: str
 
 
@@ -98,7 +100,7 @@ class Turn:
     max_requests: int = 50
     tell: Tell | None = None
     system: str = ""
-    context_size: int = 0  # the model's window in tokens, for `usage_update` (0: unknown)
+    context: TurnContext | None = None  # fits every request, compacts, reports usage
     open_calls: set[str] = field(default_factory=set)
     failure: TurnFailure | None = None  # set when the turn ended on a failure
 
@@ -115,6 +117,9 @@ class _Reply:
     extra: dict[str, Any] = field(default_factory=dict)
     finish: FinishReason | None = None
     error: str | None = None
+    failure: Literal["model", "context"] = "model"
+    overflow: ContextOverflow | None = None  # the server refused the request as too long
+    usage: Usage | None = None
     calls: list[ToolCall] = field(default_factory=list)
 
     @property
@@ -123,8 +128,10 @@ class _Reply:
 
     @property
     def said_anything(self) -> bool:
-        """False for a round cancelled before the model said anything."""
-        return bool(self.finish is not None or self.error is not None or self.text or self.thought)
+        """False for a round cancelled before the model said anything, or refused as too long."""
+        if self.text or self.thought or self.finish is not None:
+            return True
+        return self.error is not None and self.overflow is None
 
 
 async def run_turn(turn: Turn) -> StopReason:
@@ -136,12 +143,12 @@ async def run_turn(turn: Turn) -> StopReason:
             if requests >= turn.max_requests:
                 return "max_turn_requests"
             requests += 1
-            reply = await _model_round(turn)
+            reply = await _request(turn)
             if reply.error is not None:
                 # After partial text, start on a fresh paragraph: editors that ignore
                 # messageId would otherwise run the error into the reply.
                 _say(turn, ("\n\n" if reply.shown_text else "") + reply.error)
-                turn.failure = TurnFailure("model", reply.error)
+                turn.failure = TurnFailure(reply.failure, reply.error)
                 return "max_tokens" if reply.finish == "length" else "end_turn"
             if reply.finish == "length":
                 return "max_tokens"
@@ -154,13 +161,35 @@ async def run_turn(turn: Turn) -> StopReason:
     finally:
         _close_open_calls(turn)
         _answer_unanswered(turn)
+        if turn.context is not None:
+            for warning in turn.context.warnings:
+                _tell(turn, warning, "warning")
 
 
-async def _model_round(turn: Turn) -> _Reply:
+async def _request(turn: Turn) -> _Reply:
+    """One model request, fitted to the context window first (compacting when needed). A
+    request the server refused as too long is compacted and retried once."""
+    context = turn.context
+    if context is None:
+        return await _model_round(turn, turn.tools.specs())
+    for attempt in range(2):
+        # Chosen again for the retry: the overflow may have lowered the window (a smaller
+        # window may take the compact profile).
+        tools = context.session.tools(turn.system, turn.tools.specs())
+        problem = await context.prepare(turn.system, tools, turn.history)
+        if problem is not None:
+            return _Reply("", _Chunks(turn.emit, ""), error=problem, failure="context")
+        reply = await _model_round(turn, tools)
+        if reply.overflow is None or reply.said_anything or attempt:
+            break
+        context.after_overflow(reply.overflow)
+    context.after_round(reply.usage, context.budget.estimator.text("".join(reply.text)))
+    return reply
+
+
+async def _model_round(turn: Turn, tools: tuple[ToolSpec, ...]) -> _Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
-    request = ModelRequest(
-        messages=tuple(turn.history), tools=turn.tools.specs(), system=turn.system
-    )
+    request = ModelRequest(messages=tuple(turn.history), tools=tools, system=turn.system)
     message_id = f"msg_{uuid.uuid4().hex}"
     reply = _Reply(message_id, _Chunks(turn.emit, message_id))
     try:
@@ -187,8 +216,7 @@ def _relay(turn: Turn, reply: _Reply, event: Event) -> bool:
         case ToolCallDelta():
             reply.assembler.add(event)
         case Usage():
-            reply.chunks.flush()
-            _report_usage(turn, event)
+            reply.usage = event
         case Notice(text, severity):
             reply.chunks.flush()
             _tell(turn, text, severity)
@@ -197,8 +225,9 @@ def _relay(turn: Turn, reply: _Reply, event: Event) -> bool:
         case Finish(reason):
             reply.finish = reason
             return True
-        case StreamError(message):
+        case StreamError(message, overflow):
             reply.error = message
+            reply.overflow = overflow
             return True
     return False
 
@@ -232,12 +261,6 @@ def _bad_ending(reply: _Reply) -> str | None:
             "an answer. Try again, or raise the model's output token limit."
         )
     return None
-
-
-def _report_usage(turn: Turn, usage: Usage) -> None:
-    if turn.context_size:
-        used = usage.prompt_tokens + usage.completion_tokens
-        turn.emit(updates.usage(used, turn.context_size))
 
 
 class _Chunks:
@@ -295,7 +318,10 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
         )
     )
     turn.open_calls.discard(call.id)
-    _add(turn, text_message("tool", outcome.text, tool_call_id=call.id))
+    text = outcome.text
+    if turn.context is not None:  # the model gets what fits; the editor was shown it all
+        text = turn.context.clip(text, call.name, turn.history)
+    _add(turn, text_message("tool", text, tool_call_id=call.id))
 
 
 def _tell(turn: Turn, text: str, severity: str) -> None:

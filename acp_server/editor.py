@@ -31,9 +31,9 @@ class Editor:
         self._write = fs.get("writeTextFile") is True
         self._terminal = capabilities.get("terminal") is True
         session_caps = capabilities.get("session")
-        self._notice = isinstance(session_caps, dict) and isinstance(
-            session_caps.get("notices"), dict
-        )
+        session_caps = session_caps if isinstance(session_caps, dict) else {}
+        self._notice = isinstance(session_caps.get("notices"), dict)
+        self._compaction = isinstance(session_caps.get("compaction"), dict)
 
     @property
     def can_read(self) -> bool:
@@ -50,6 +50,10 @@ class Editor:
     @property
     def can_notice(self) -> bool:
         return self._notice
+
+    @property
+    def can_show_compaction(self) -> bool:
+        return self._compaction
 
     async def _call(self, method: str, **params: Any) -> Any:
         body = {"sessionId": self._session_id, **{k: v for k, v in params.items() if v is not None}}

@@ -62,6 +62,11 @@ class EditorApi(Protocol):
         """The client shows `notice` updates (`session.notices` capability)."""
         ...
 
+    @property
+    def can_show_compaction(self) -> bool:
+        """The client shows `compaction_update`s (`session.compaction` capability)."""
+        ...
+
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
@@ -100,6 +105,7 @@ class NoEditor:
     can_write = False
     can_terminal = False
     can_notice = False
+    can_show_compaction = False
 
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]

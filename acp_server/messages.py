@@ -79,6 +79,8 @@ class ModelRequest:
     # How hard the model reasons first: a level of `thought.LEVELS` ("off", "low", ...), which
     # each backend maps to its own knob; None leaves the request as the backend makes it.
     thought_level: str | None = None
+    # "summary": a compaction's summary round (tool-free), not a turn of the conversation
+    purpose: Literal["turn", "summary"] = "turn"
 
 
 # ----- stream events ---------------------------------------------------------------------------

@@ -69,8 +69,8 @@ class AcpAgent:
             "session/prompt": self.prompt,
             "session/set_mode": self.set_mode,
             "session/set_config_option": self.set_config_option,
-            "session/load": lambda params: lifecycle.load(self.sessions, params),
-            "session/resume": lambda params: lifecycle.resume(self.sessions, params),
+            "session/load": self.load_session,
+            "session/resume": self.resume_session,
             "session/list": lambda params: lifecycle.list_sessions(self.sessions, params),
             "session/close": lambda params: lifecycle.close(self.sessions, params),
             "session/delete": lambda params: lifecycle.delete(self.sessions, params),
@@ -129,7 +129,31 @@ class AcpAgent:
         cwd = absolute_dir(params["cwd"], "cwd")
         session = self.sessions.new(cwd, directories(params), params.get("mcpServers"))
         asyncio.get_running_loop().call_soon(warm_up_validation)
+        self._announce_commands(session.id)
         return {"sessionId": session.id, **session.state()}
+
+    async def load_session(self, params: Params) -> dict[str, Any]:
+        result = await lifecycle.load(self.sessions, params)
+        self._announce_commands(params["sessionId"])
+        return result
+
+    async def resume_session(self, params: Params) -> dict[str, Any]:
+        result = await lifecycle.resume(self.sessions, params)
+        self._announce_commands(params["sessionId"])
+        return result
+
+    def _announce_commands(self, session_id: str) -> None:
+        """`available_commands_update`, sent just AFTER the response the handler is about to
+        return: the connection writes that response in the same step of the event loop, and a
+        callback runs only after it (JetBrains hangs on a notification before the response of
+        `session/new`). Call it last, with no await after it."""
+
+        def announce() -> None:
+            session = self.sessions.find(session_id)
+            if session is not None:
+                self.send_update(session_id, session.commands.update())
+
+        asyncio.get_running_loop().call_soon(announce)
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         check("session/prompt", "acp/session_prompt.json", params)
@@ -143,7 +167,12 @@ class AcpAgent:
             # nothing to ask the model, nothing to store, no title.
             return {"stopReason": "end_turn"}
         message = prompt_message(params["prompt"])
-        outcome = await session.prompt(message, user_chunks(params["prompt"], message.message_id))
+        shown = user_chunks(params["prompt"], message.message_id)
+        invocation = session.commands.parse(params["prompt"])
+        if invocation is None:
+            outcome = await session.prompt(message, shown)
+        else:
+            outcome = await session.command(invocation, shown)
         if self.conn is not None:
             await self.conn.drain()
         return prompt_response(outcome)

@@ -125,7 +125,8 @@ class Sessions:
         )
         if replay:
             for update in restored.replay:
-                self.send_update(session_id, update)
+                for shown in session.replayed(update):
+                    self.send_update(session_id, shown)
             if row.title:
                 title = {"title": row.title, "updatedAt": row.updated_iso}
                 self.send_update(session_id, {"sessionUpdate": "session_info_update", **title})

@@ -24,13 +24,14 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_server import session_config, updates
 from acp_server.backends import Backend
+from acp_server.commands import BUILTIN, CommandTable, Invocation
 from acp_server.config import Settings
 from acp_server.editor_api import EditorApi
 from acp_server.messages import Message
@@ -40,10 +41,12 @@ from acp_server.transcript import NullRecorder, Recorder
 
 if TYPE_CHECKING:
     from acp_server.agent import StopReason, ToolRunner, TurnFailure
+    from acp_server.agent_context import SessionContext, TurnContext
 
 log = logging.getLogger(__name__)
 
 SendUpdate = Callable[[str, updates.Update], None]
+Emit = Callable[[updates.Update], None]
 TITLE_CHARS = 60
 WINDOW_LOOKUP_SECONDS = 3.0
 
@@ -110,6 +113,9 @@ class Session:
         self._settings = settings
         self._send_update = send_update
         self._tools: ToolRunner | None = None
+        self._context: SessionContext | None = None  # made at the first turn
+        self.commands = CommandTable(BUILTIN)
+        self._command_emit: Emit | None = None  # while a slash command runs
         self._queue = asyncio.Lock()
         self._epoch = 0  # incremented by each cancel; queued prompts of an older epoch end
         self._turn: asyncio.Task[PromptOutcome] | None = None
@@ -121,8 +127,10 @@ class Session:
 
     def set_backend(self, backend: Backend) -> None:
         """Answer with `backend` from the next turn on, with the same history. A running turn
-        is not interrupted: it finishes with the backend it started with."""
+        is not interrupted: it finishes with the backend it started with. The context budget
+        is made anew for it (its window is its own)."""
         self._backend = backend
+        self._context = None
 
     def _toolbox(self) -> ToolRunner:
         """The session's tools, made at the first turn."""
@@ -155,6 +163,15 @@ class Session:
         for update in session_config.mode_updates(mode):
             self._send_update(self.id, update)
 
+    def replayed(self, update: updates.Update) -> list[updates.Update]:
+        """A stored update as this session's editor is shown it on load: a compaction as a
+        card when the editor does not show compactions."""
+        if update.get("sessionUpdate") != "compaction_update" or self._editor.can_show_compaction:
+            return [update]
+        from acp_server.agent_context import as_card
+
+        return as_card(update)
+
     @property
     def roots(self) -> tuple[Path, ...]:
         return (self.cwd, *self.additional_dirs)
@@ -162,12 +179,34 @@ class Session:
     async def prompt(self, message: Message, shown: Iterable[updates.Update] = ()) -> PromptOutcome:
         """Queue a user message behind any running turn, run it, say how it ended.
         `shown` are the user_message_chunk updates that replay the prompt on load."""
+
+        def start() -> Coroutine[Any, Any, PromptOutcome]:
+            self._begin(message, shown)
+            return self._serve_turn(message)
+
+        return await self._queued(start)
+
+    async def command(
+        self, invocation: Invocation, shown: Iterable[updates.Update] = ()
+    ) -> PromptOutcome:
+        """Run a slash command in its place among the prompts; it is never sent to the model
+        and adds nothing to the history (the prompt that invoked it is shown on load)."""
+
+        def start() -> Coroutine[Any, Any, PromptOutcome]:
+            for update in shown:
+                self._recorder.shown(update)
+            return self._serve_command(invocation)
+
+        return await self._queued(start)
+
+    async def _queued(
+        self, start: Callable[[], Coroutine[Any, Any, PromptOutcome]]
+    ) -> PromptOutcome:
         epoch = self._epoch
         async with self._queue:
             if epoch != self._epoch:
                 return PromptOutcome("cancelled")
-            self._begin(message, shown)
-            turn = asyncio.create_task(self._serve_turn(message))
+            turn = asyncio.create_task(start())
             self._turn = turn
             try:
                 # `wait` (not `await turn`) so that a cancelled *turn* is told apart from a
@@ -227,26 +266,41 @@ class Session:
             return text
         return None
 
-    async def _context_window(self, backend: Backend) -> int:
-        """The smallest window known: configured, or reported by the server; else a default."""
-        known = [w for w in (self._settings.context_window,) if w]
+    async def _window_lookup(self, backend: Backend) -> int | None:
+        """The window the model server reports; None when it does not say (or fails to)."""
         try:
             # Not `asyncio.wait_for`: on Python 3.11 it swallows a cancel that arrives as the
             # lookup finishes, and the cancelled turn would then run to its end.
             async with asyncio.timeout(WINDOW_LOOKUP_SECONDS):
-                found = await backend.context_window()
+                return await backend.context_window()
         except (TimeoutError, Exception):
             log.debug("context window lookup failed", exc_info=True)
-            found = None
-        if found:
-            known.append(found)
-        return min(known) if known else self._settings.default_context_window
+            return None
 
-    async def _serve_turn(self, message: Message) -> PromptOutcome:
-        # Imported at the first turn: `session/new` does not need the loop (~10 ms).
-        from acp_server.agent import Turn, TurnFailure, run_turn
-        from acp_server.tools.base import CancelledByUser
+    async def _turn_context(self, backend: Backend, emit: Emit) -> TurnContext:
+        """The context steps for a turn with `backend`: the session's budget (made at the
+        first turn and for each new backend), the window the server reports looked up until
+        it answers."""
+        from acp_server.agent_context import SessionContext, TurnContext
+        from acp_server.context import Window
 
+        if self._context is None:
+            window = Window(configured=self._settings.context_window)
+            window.reserve = self._settings.reply_reserve
+            self._context = SessionContext(window)
+        context = self._context
+        if context.window.discovered is None:
+            context.window.discovered = await self._window_lookup(backend)
+        return TurnContext(
+            context,
+            backend,
+            emit,
+            store=self._recorder.history,
+            compaction_updates=self._editor.can_show_compaction,
+        )
+
+    def _emitter(self) -> tuple[Emit, Callable[[], None]]:
+        """(emit, end): updates shown and recorded until `end` is called."""
         live = True
 
         def emit(update: updates.Update) -> None:
@@ -254,24 +308,37 @@ class Session:
                 self._recorder.shown(update)
                 self._send_update(self.id, update)
 
+        def end() -> None:
+            nonlocal live
+            live = False
+
+        return emit, end
+
+    def _tell(self, emit: Emit) -> Callable[[str, str], None]:
         def tell(text: str, severity: str) -> None:
             if self._editor.can_notice:
                 emit({"sessionUpdate": "notice", "severity": severity, "title": text})
             else:
                 emit(updates.message_chunk("agent_message_chunk", text + "\n\n", None))
 
-        start = len(self.history) - 1
+        return tell
+
+    async def _serve_turn(self, message: Message) -> PromptOutcome:
+        # Imported at the first turn: `session/new` does not need the loop (~10 ms).
+        from acp_server.agent import Turn, TurnFailure, run_turn
+        from acp_server.tools.base import CancelledByUser
+
+        emit, end = self._emitter()
         backend = self._backend  # kept for the whole turn, whatever set_backend does meanwhile
-        window = await self._context_window(backend)
         turn = Turn(
             backend=backend,
             history=self.history,
             emit=emit,
             record=self._recorder.message,
             max_requests=self._settings.max_turn_requests,
-            tell=tell,
+            tell=self._tell(emit),
             system=system_prompt(self.cwd, self.additional_dirs),
-            context_size=window,
+            context=await self._turn_context(backend, emit),
         )
         turn.tools = self._toolbox()
         try:
@@ -283,13 +350,72 @@ class Session:
             emit(updates.message_chunk("agent_message_chunk", INTERNAL_FAILURE, None))
             return PromptOutcome("end_turn", TurnFailure("internal", INTERNAL_FAILURE))
         finally:
-            live = False
+            end()
         if stop == "refusal":
-            # The refused prompt and everything after it stay out of later requests.
-            del self.history[start:]
-            self._recorder.truncate(start)
+            self._forget_refused(message)
         return PromptOutcome(stop, turn.failure)
 
+    def _forget_refused(self, message: Message) -> None:
+        """The refused prompt and everything after it stay out of later requests (found by
+        identity: a compaction during the turn may have rebuilt the history before it)."""
+        start = next((i for i, m in enumerate(self.history) if m is message), None)
+        if start is not None:
+            del self.history[start:]
+            self._recorder.truncate(start)
+
+    # ----- slash commands (the session is their `CommandContext`) ---------------------------
+
+    async def _serve_command(self, invocation: Invocation) -> PromptOutcome:
+        from acp_server.agent import TurnFailure
+
+        emit, end = self._emitter()
+        self._command_emit = emit
+        try:
+            note = invocation.ignored_note()
+            if note is not None:
+                await self.say(note)
+            await invocation.run(self)
+        except asyncio.CancelledError:
+            return PromptOutcome("cancelled")
+        except Exception:
+            log.exception("/%s failed in session %s", invocation.command.name, self.id)
+            emit(updates.message_chunk("agent_message_chunk", INTERNAL_FAILURE, None))
+            return PromptOutcome("end_turn", TurnFailure("internal", INTERNAL_FAILURE))
+        finally:
+            end()
+            self._command_emit = None
+        return PromptOutcome("end_turn")
+
+    def _command_emitter(self) -> Emit:
+        if self._command_emit is None:
+            raise RuntimeError("a command context is used outside a command")
+        return self._command_emit
+
+    async def compact(self, focus: str) -> None:
+        """`/compact [focus]`: compact now, whatever the fit, and say how it went."""
+        emit = self._command_emitter()
+        context = await self._turn_context(self._backend, emit)
+        system = system_prompt(self.cwd, self.additional_dirs)
+        context.begin(system, context.session.tools(system, self._toolbox().specs()))
+        await self.say(await context.compact(self.history, focus, manual=True))
+
+    async def clear(self) -> None:
+        """`/clear`: an empty model context; the stored transcript keeps the conversation."""
+        self.history.clear()
+        self._recorder.history([])
+        if self._context is not None:
+            self._context.due = False
+        await self.say(CLEARED)
+
+    async def say(self, text: str) -> None:
+        chunk = updates.message_chunk("agent_message_chunk", text, f"msg_{uuid.uuid4().hex}")
+        self._command_emitter()(chunk)
+
+
+CLEARED = (
+    "Started a fresh context: the model no longer sees the earlier conversation. It is still "
+    "in this session's saved history, and shown when the session is loaded."
+)
 
 NOT_SAVED = (
     "This turn could not be saved to the session history ({path}), so it will be missing "

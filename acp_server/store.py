@@ -54,7 +54,7 @@ class SessionRow:
 @dataclass(frozen=True)
 class Event:
     seq: int
-    kind: str  # "message" | "shown" | "turn" | "truncate"
+    kind: str  # "message" | "shown" | "turn" | "truncate" | "history"
     body: Any
 
 

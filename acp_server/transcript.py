@@ -6,7 +6,10 @@ Two things are recorded, in one ordered log per session (see `store.py`):
   chunk with the reply's `messageId`; a tool call becomes its `tool_call` plus one final
   `tool_call_update` with the diff or output). Notices are live-only and not kept.
 "turn" events mark a prompt's answer, so a turn cut short by a crash can be recognized;
-"truncate" events cut the history back (a refused prompt and its reply leave it).
+"truncate" events cut the history back (a refused prompt and its reply leave it); a "history"
+event replaces the whole history (a compaction, `/clear`): the model continues from it, while
+the shown updates before it still replay the conversation as the user saw it. A compaction is
+shown as it runs; it is kept as one final `compaction_update` with its summary.
 
 `restore()` replays the shown updates in order and rebuilds the history, repairing an
 interrupted last turn: tool calls without a result get an "interrupted" result, and a user
@@ -99,6 +102,7 @@ class Recorder:
         self.session_id = session_id
         self._chunk: Update | None = None  # a text chunk that later chunks may extend
         self._calls: dict[str, Update] = {}  # announced tool calls, by id, until final
+        self._compactions: dict[str, list[str]] = {}  # running compactions: summary so far
 
     @property
     def where(self) -> str:
@@ -123,6 +127,8 @@ class Recorder:
             self.store.append(self.session_id, "shown", [update])
         elif kind == "tool_call_update":
             self._tool_update(update)
+        elif kind in ("compaction_update", "compaction_summary_chunk"):
+            self._compaction(update)
         else:
             self.store.append(self.session_id, "shown", [update])
 
@@ -152,6 +158,26 @@ class Recorder:
             final = {"sessionUpdate": "tool_call_update"}
             final.update({k: state[k] for k in keep if k in state})
             self.store.append(self.session_id, "shown", [final])
+
+    def _compaction(self, update: Update) -> None:
+        """A compaction is kept as one terminal `compaction_update` with its whole summary."""
+        compaction_id = update["compactionId"]
+        if update["sessionUpdate"] == "compaction_summary_chunk":
+            self._compactions.setdefault(compaction_id, []).append(update["content"]["text"])
+            return
+        if update.get("status") == "in_progress":
+            self._compactions.setdefault(compaction_id, [])
+            return
+        final = dict(update)
+        summary = "".join(self._compactions.pop(compaction_id, []))
+        if summary and final.get("status") == "completed":
+            final["summary"] = [{"type": "text", "text": summary}]
+        self.store.append(self.session_id, "shown", [final])
+
+    def history(self, messages: list[Message]) -> None:
+        """The history was rebuilt (a compaction) or emptied (`/clear`): store it whole."""
+        body = [message_to_json(m, self.store, self.session_id) for m in messages]
+        self.store.append(self.session_id, "history", {"messages": body})
 
     def flush(self) -> None:
         if self._chunk is not None:
@@ -190,6 +216,8 @@ class NullRecorder:
 
     def truncate(self, length: int) -> None: ...
 
+    def history(self, messages: list[Message]) -> None: ...
+
     def title(self, title: str) -> None: ...
 
     def mode(self, mode: str) -> None: ...
@@ -225,6 +253,11 @@ def restore(events: Iterable[Event], blob: Callable[[str], str | None]) -> Resto
         elif event.kind == "truncate":
             del history[event.body["length"] :]
             answered_turns = user_turns = sum(m.role == "user" for m in history)
+        elif event.kind == "history":
+            pending = user_turns > answered_turns  # a compaction in the middle of a turn
+            history = [message_from_json(body, blob) for body in event.body["messages"]]
+            user_turns = sum(m.role == "user" for m in history)
+            answered_turns = user_turns - 1 if pending else user_turns
     repairs = _repair(history, interrupted=user_turns > answered_turns)
     closing = [
         {

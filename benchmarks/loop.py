@@ -82,7 +82,8 @@ async def one_turn(rounds: int, workdir: Path) -> tuple[float, float, int]:
         editor=NoEditor(),
         recorder=NullRecorder(),
         permissions=Permissions(RuleStore(workdir, workdir / "data")),
-        settings=Settings(max_turn_requests=rounds + 5),
+        # A window the 200 rounds fit: this measures the loop (compaction is benchmarks/fit.py).
+        settings=Settings(max_turn_requests=rounds + 5, context_window=1_000_000),
         send_update=send,
     )
 

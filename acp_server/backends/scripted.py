@@ -8,6 +8,9 @@ consumes the next round, across turns and sessions of one server process. A roun
 `thought`, then `text`, then ask for `tool_calls`, report `usage`, and end with `finish` (or with
 an `error`; one worded like a server's context-overflow error is reported as an overflow).
 When the script runs out, each further request answers with a short notice.
+
+A compaction's summary request (`purpose == "summary"`) consumes no round: it is answered with
+`SCRIPTED_SUMMARY`, so a script plays the same however often the conversation is compacted.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from acp_server.messages import (
 )
 
 EXHAUSTED = "(The script has no more rounds.)"
+SCRIPTED_SUMMARY = "Summary (scripted): the conversation so far was a scripted exchange."
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
     "length": "length",
@@ -122,6 +126,10 @@ class ScriptedBackend:
         if broken:
             # Like a strict OpenAI-compatible endpoint: a malformed history is rejected.
             yield StreamError("The conversation sent to the model is malformed: " + broken[0])
+            return
+        if request.purpose == "summary":
+            yield TextDelta(SCRIPTED_SUMMARY)
+            yield Finish("stop")
             return
         try:
             rounds = self.rounds()

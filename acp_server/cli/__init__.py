@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from acp_server import __version__
+from acp_server.config import context_window_flag
 
 DESCRIPTION = """\
 A coding agent that editors launch as a subprocess and talk to over the Agent Client Protocol
@@ -87,6 +88,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
         type=_positive,
         default=argparse.SUPPRESS,
         help="stop a turn after N model requests (default 50)",
+    )
+    parser.add_argument(
+        "--context-window",
+        metavar="N",
+        type=context_window_flag,
+        default=argparse.SUPPRESS,
+        help="the model's context window in tokens, when its server does not say or says "
+        "wrong (also ACP_SERVER_CONTEXT_WINDOW; the smallest known window is used)",
     )
     parser.add_argument(
         "--log-level",

@@ -184,6 +184,7 @@ def _server_argv(args: argparse.Namespace) -> list[str]:
     for flag, attr in (
         ("--script", "script"),
         ("--max-turn-requests", "max_turn_requests"),
+        ("--context-window", "context_window"),
         ("--model", "model"),
     ):
         value = getattr(args, attr, None)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from acp_server.config import Settings
+from acp_server.config import Settings, SettingsError
 from acp_server.jsonrpc import DEFAULT_MAX_LINE, Connection
 from acp_server.protocol import AcpAgent
 from acp_server.redaction import RedactingFormatter
@@ -81,11 +81,17 @@ def choose_backend(args: argparse.Namespace) -> Backend:
 
 def serve(args: argparse.Namespace) -> int:
     """Serve ACP on stdin/stdout until stdin closes or a SIGTERM/SIGINT arrives; exit 0."""
+    try:
+        window = getattr(args, "context_window", None)
+        settings = Settings.from_env(os.environ, context_window=window)
+    except SettingsError as exc:
+        print(f"acp-server: {exc}", file=sys.stderr)
+        return 2
     wire_fd = claim_stdout()
     configure_logging(args)
     if os.isatty(0):
         print(TERMINAL_HINT, file=sys.stderr, flush=True)
-    asyncio.run(_serve(wire_fd, args))
+    asyncio.run(_serve(wire_fd, args, settings))
     return 0
 
 
@@ -103,8 +109,7 @@ def max_line(env: Mapping[str, str]) -> int:
     return DEFAULT_MAX_LINE
 
 
-async def _serve(wire_fd: int, args: argparse.Namespace) -> None:
-    settings = Settings()
+async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> None:
     if getattr(args, "max_turn_requests", None):
         settings.max_turn_requests = args.max_turn_requests
     # One backend for every session of the process, made at the first one: a script's rounds

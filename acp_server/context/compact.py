@@ -23,7 +23,7 @@ from typing import Literal
 
 from acp_server.context.fit import ContextBudget, Fit
 from acp_server.context.prune import prune_tool_outputs
-from acp_server.context.state import rebuild, round_starts
+from acp_server.context.state import is_state_message, rebuild, round_starts
 from acp_server.context.summary import summary_request
 from acp_server.context.tokens import Estimator
 from acp_server.context.truncate import tail_start, truncate
@@ -124,6 +124,8 @@ async def compact(
     if not manual and after <= plan.goal and shrank(fit.used, after):
         return Compaction(pruned, "prune", fit.used, after)
     split = plan.split(pruned)
+    if split == 0 and manual:  # all of it fits the tail's share: keep the newest exchange only
+        split = _newest_exchange(pruned)
     if split == 0 and manual:
         return Compaction(list(history), "none", fit.used, fit.used)
     problems = ["pruning tool outputs did not free enough"]
@@ -136,6 +138,12 @@ async def compact(
     cut = truncate(pruned, plan.goal - fit.system - fit.tools, plan.est, plan.user_chars)
     log.info("context: truncated the history (%s)", "; ".join(problems))
     return Compaction(cut, "truncate", fit.used, plan.total(cut), problems=tuple(problems))
+
+
+def _newest_exchange(history: Sequence[Message]) -> int:
+    """Where the newest exchange starts: the latest user message (0: none before it)."""
+    users = [i for i, m in enumerate(history) if m.role == "user" and not is_state_message(m)]
+    return users[-1] if users else 0
 
 
 def _skip_summary(budget: ContextBudget, split: int, summarize: Summarize | None) -> str:

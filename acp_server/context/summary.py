@@ -139,4 +139,5 @@ def summary_request(
         tools=(),
         system=SUMMARY_SYSTEM,
         max_tokens=reply_tokens,
+        purpose="summary",
     )

@@ -208,11 +208,13 @@ async def test_usage_is_reported(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path, dialect: str
 ) -> None:
     agent = await open_agent(server_factory, mock_llm, dialect, tmp_path)
-    mock_llm.queue({"text": "Counted.", "usage": {"prompt_tokens": 1200, "completion_tokens": 34}})
+    # A plausible count of the prompt (system prompt and tools: ~3,000 tokens); one far below
+    # what was sent would be taken for a server that cut the prompt (the truncation guard).
+    mock_llm.queue({"text": "Counted.", "usage": {"prompt_tokens": 4000, "completion_tokens": 34}})
     stop, seen = await agent.prompt()
     assert stop == "end_turn"
     (usage,) = [u for u in seen if u["sessionUpdate"] == "usage_update"]
-    assert usage["used"] == 1234
+    assert usage["used"] == 4034
     # Anthropic has no endpoint telling the window of an unknown model: the default applies.
     assert usage["size"] == (8192 if dialect == "anthropic" else WINDOW)
 

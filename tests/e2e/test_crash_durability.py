@@ -32,6 +32,7 @@ SEED = int(os.environ.get("ACP_CRASH_SEED", "20261130"))
 TURNS = 200
 WORDS = " ".join(f"w{i}" for i in range(30))
 KINDS = ("quick", "stream", "tool")
+WIDE_WINDOW = ("--context-window", "1000000")
 
 
 def updates_of(frames: list[Frame]) -> list[dict[str, Any]]:
@@ -96,7 +97,10 @@ class Crashes:
         return f"prompt {n} #{self.rng.randrange(10**9):09d}"
 
     async def open(self, rounds: list[dict[str, Any]]) -> RawServer:
-        server: RawServer = await self.start_server("--script", str(self.script(rounds)))
+        # A window all 200 turns fit: the model must see every answered prompt verbatim, so no
+        # compaction may summarize them (the scripted model reports no window: 8,192 applies).
+        script = str(self.script(rounds))
+        server: RawServer = await self.start_server("--script", script, *WIDE_WINDOW)
         self.processes += 1
         await server.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         if self.session is None:

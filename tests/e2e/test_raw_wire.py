@@ -170,13 +170,16 @@ async def test_prompt_streams_then_answers(
     assert len(message_ids) == 1
     kinds = [u["sessionUpdate"] for u in updates_of(before)]
     assert kinds[0] == "session_info_update"  # the title, from the first prompt
-    assert len(kinds) == 6  # "Think ", "first." + one delta per word of the text
+    assert kinds[-1] == "usage_update"  # how full the context is, after the round
+    assert len(kinds) == 7  # "Think ", "first." + one delta per word of the text
     await asyncio.sleep(0.1)
     assert server.frames.empty()
 
 
 async def test_two_megabyte_prompt_line(server_factory: Start, script: Any, tmp_path: Path) -> None:
-    server = await server_factory("--script", str(script([{"text": "Got it."}])))
+    # A window that takes the prompt (the scripted model reports none: 8,192 would apply).
+    path = str(script([{"text": "Got it."}]))
+    server = await server_factory("--script", path, "--context-window", "1000000")
     session = await server.handshake(str(tmp_path))
     big = "x" * (2 * 1024 * 1024)
     answer, before = await server.response(await prompt(server, session, big))
@@ -469,7 +472,7 @@ async def test_piped_requests_are_all_answered_at_end_of_input(
     )
     await server.close_stdin()
     assert await server.wait() == 0
-    answers = {f["id"]: f for f in server.seen}
+    answers = {f["id"]: f for f in server.seen if "id" in f}
     assert sorted(answers) == [1, 2, 3]
     assert all("result" in a for a in answers.values()), answers
     assert answers[2]["result"]["sessionId"]

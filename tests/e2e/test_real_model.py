@@ -9,8 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.fake_editor import FakeEditor
-from tests.support.llama_server import LlamaServer
+from tests.support.llama_server import LlamaServer, llama_server_running
 
 Start = Callable[..., Any]
 PROMPT = (
@@ -61,3 +63,45 @@ async def test_a_real_model_calls_a_tool_and_the_agent_answers(
     for update in calls:
         assert isinstance(update["rawInput"], dict)  # parseable arguments
         assert update["toolCallId"] in finals  # the agent answered every call
+
+
+NOTE = "The sprocket assembly needs a new bearing, a shim and two bolts before Friday. " * 12
+
+
+@pytest.mark.xfail(
+    reason="open: under llama-cpp-python the learned estimate factor climbs to ~4 (its prompt "
+    "counts are far above our estimate of the tool schemas), so by turn ~10 the fixed part is "
+    "judged too large; and turns take 30-80 s on this machine. See the issue-10 report.",
+    run=False,  # it takes minutes before it fails; run it alone with --runxfail
+)
+async def test_a_long_session_overflows_a_small_real_window_and_every_turn_completes(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    """llama-cpp-python at n_ctx 4096: twenty turns of ~1,000 tokens each fill the window several
+    times over; the agent compacts (its window: the small profile, then what overflows teach)
+    and every turn completes without a failure."""
+    async with llama_server_running(n_ctx=4096) as llama:
+        env = {"OPENAI_BASE_URL": llama.base_url, "ACP_SERVER_RETRY_BASE_DELAY": "0.1"}
+        server = await server_factory(
+            "--model", f"openai:{llama.model}", "--max-turn-requests", "2", env=env
+        )
+        await server.request("initialize", {"protocolVersion": 1})
+        answer = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        session = answer["result"]["sessionId"]
+        compacted = 0
+        for n in range(20):
+            text = f"Note {n}: {NOTE}\nReply with one short sentence, no tools."
+            params = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+            reply, before = await server.response(await server.call("session/prompt", params), 120)
+            result = reply["result"]
+            assert result["stopReason"] in ("end_turn", "max_tokens", "max_turn_requests"), reply
+            assert "turnFailed" not in result.get("_meta", {}).get("acpServer", {}), (n, reply)
+            compacted += sum(
+                1
+                for f in before
+                if str(f.get("params", {}).get("update", {}).get("toolCallId", "")).startswith(
+                    "compact_"
+                )
+                and f["params"]["update"]["sessionUpdate"] == "tool_call"
+            )
+        assert compacted >= 3, "the window was never filled several times over"

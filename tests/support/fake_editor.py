@@ -156,6 +156,7 @@ class InProcessClient:
     over the wire, without one (unit tests of the loop and the tools)."""
 
     can_notice = False
+    can_show_compaction = False
 
     def __init__(self, editor: FakeEditor) -> None:
         self.editor = editor

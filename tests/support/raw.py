@@ -36,6 +36,14 @@ class Observer(Protocol):
     def observe(self, side: str, line: str) -> None: ...
 
 
+ANNOUNCED = ("session/new", "session/load", "session/resume")
+
+
+def is_commands_update(frame: Frame) -> bool:
+    update = frame.get("params", {}).get("update", {}) if frame.get("method") else {}
+    return isinstance(update, dict) and update.get("sessionUpdate") == "available_commands_update"
+
+
 class RawServer:
     """One server process; every line both ways is reported to the observer."""
 
@@ -145,8 +153,13 @@ class RawServer:
         return frames[-1], frames[:-1]
 
     async def request(self, method: str, params: Any = None, timeout: float = 10) -> Frame:
+        """Send a request and wait for its answer. A session the answer opens is announced
+        its slash commands right after (`available_commands_update`): that is waited for too,
+        so it does not show up among the frames of the next request."""
         req_id = await self.call(method, params)
         answer, _ = await self.response(req_id, timeout)
+        if method in ANNOUNCED and "result" in answer:
+            await self.until(is_commands_update, timeout)
         return answer
 
     async def handshake(self, cwd: str) -> str:

@@ -24,7 +24,10 @@ LAYERS: Layers = [
     ("wire", ["jsonrpc", "jsonline", "stdio"]),
     ("session registry", ["registry"]),
     ("session", ["session", "session_config", "transcript", "store", "store_schema", "commands"]),
-    ("agent", ["agent", "models", "configfile", "configshow", "carryover", "tomllines"]),
+    (
+        "agent",
+        ["agent", "agent_context", "models", "configfile", "configshow", "carryover", "tomllines"],
+    ),
     ("tools and backends", ["tools", "backends", "permissions", "editor_api", "thought"]),
     # Pure arithmetic over the neutral messages: the agent's budget and compaction.
     ("context", ["context"]),

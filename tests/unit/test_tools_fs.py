@@ -30,6 +30,7 @@ class MemoryEditor:
     can_write = True
     can_terminal = False
     can_notice = False
+    can_show_compaction = False
 
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files
