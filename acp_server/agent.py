@@ -99,6 +99,7 @@ class Turn:
     tell: Tell | None = None
     system: str = ""
     context_size: int = 0  # the model's window in tokens, for `usage_update` (0: unknown)
+    thought_level: str | None = None  # how hard the model thinks first (thought.LEVELS)
     open_calls: set[str] = field(default_factory=set)
     failure: TurnFailure | None = None  # set when the turn ended on a failure
 
@@ -159,7 +160,10 @@ async def run_turn(turn: Turn) -> StopReason:
 async def _model_round(turn: Turn) -> _Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
     request = ModelRequest(
-        messages=tuple(turn.history), tools=turn.tools.specs(), system=turn.system
+        messages=tuple(turn.history),
+        tools=turn.tools.specs(),
+        system=turn.system,
+        thought_level=turn.thought_level,
     )
     message_id = f"msg_{uuid.uuid4().hex}"
     reply = _Reply(message_id, _Chunks(turn.emit, message_id))

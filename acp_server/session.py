@@ -33,6 +33,7 @@ from acp_server import session_config, updates
 from acp_server.backends import Backend
 from acp_server.config import Settings
 from acp_server.editor_api import EditorApi
+from acp_server.errors import InvalidParams
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions
 from acp_server.store import SaveFailed, iso
@@ -40,6 +41,8 @@ from acp_server.transcript import NullRecorder, Recorder
 
 if TYPE_CHECKING:
     from acp_server.agent import StopReason, ToolRunner, TurnFailure
+    from acp_server.carryover import Target
+    from acp_server.choices import ModelChoice
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,7 @@ class Session:
         mcp_servers: Sequence[dict[str, Any]] = (),
         history: Iterable[Message] = (),
         title: str | None = None,
+        choice: ModelChoice | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -114,6 +118,10 @@ class Session:
         self._epoch = 0  # incremented by each cancel; queued prompts of an older epoch end
         self._turn: asyncio.Task[PromptOutcome] | None = None
         self._cancelled: asyncio.Task[PromptOutcome] | None = None
+        self.choice = choice  # the model and thought level; None: one fixed backend
+        # A history carried over to this model before the next prompt joins it (a stored
+        # history may have been made by another model).
+        self._carry: Target | None = choice.entry.target() if choice and choice.entry else None
 
     @property
     def backend(self) -> Backend:
@@ -146,14 +154,99 @@ class Session:
 
     def state(self) -> dict[str, Any]:
         """The session's modes and config options, as ACP's answers carry them."""
-        return session_config.state(self.mode)
+        return session_config.state(self.mode, self._model_options())
 
     def set_mode(self, mode: Mode) -> None:
         """Switch the permission mode and announce it both ways (legacy modes, config option)."""
         self._permissions.mode = mode
         self._recorder.mode(mode)
-        for update in session_config.mode_updates(mode):
+        for update in session_config.mode_updates(mode, self._model_options()):
             self._send_update(self.id, update)
+
+    # ----- the model and thought level (acp_server.choices) ----------------------------------
+
+    def _model_options(self) -> list[dict[str, Any]]:
+        return self.choice.options() if self.choice else []
+
+    def config_options(self) -> list[dict[str, Any]]:
+        """Every config option: mode, then model and thought level when there is a choice."""
+        return session_config.config_options(self.mode, self._model_options())
+
+    def choose(self, config_id: str, value: object) -> list[dict[str, Any]]:
+        """Set a config option (-32602 naming an unknown option or value); the whole list."""
+        from acp_server.choices import LEVEL_KEY, MODEL_KEY
+
+        if config_id == session_config.MODE_OPTION:
+            self.set_mode(session_config.parse_mode(value, "value"))
+        elif self.choice is not None and config_id in (MODEL_KEY, LEVEL_KEY):
+            if config_id == MODEL_KEY:
+                self.set_model(value)
+            else:
+                self.choice.choose_level(value)
+                self._choice_changed()
+        else:
+            offered = ", ".join(o["id"] for o in self.config_options())
+            raise InvalidParams(
+                f"Invalid params: unknown `configId` {config_id!r}; this agent offers: {offered}.",
+                {"field": "configId"},
+            )
+        return self.config_options()
+
+    def set_model(self, value: object) -> None:
+        """Switch the model: the history is carried over to it before the next prompt, which
+        it answers (a running turn finishes with the model it started with)."""
+        if self.choice is None:
+            raise InvalidParams(
+                "Invalid params: this session's model is fixed (a script answers it).",
+                {"field": "modelId"},
+            )
+        entry = self.choice.choose_model(value)
+        self.set_backend(self.choice.backend())
+        self._carry = entry.target()
+        if not self._queue.locked():
+            self._carry_over()
+        self._choice_changed()
+
+    def describe_choices(self, config_id: str) -> str:
+        """A config option's choices in words, for /model and /mode."""
+        from acp_server.choices import describe
+
+        option = next((o for o in self.config_options() if o["id"] == config_id), None)
+        if option is None:
+            return "There is nothing to choose here: this session's model is fixed."
+        return describe(option)
+
+    def catalogue_grew(self) -> None:
+        """Discovery found more models: announce them (a session without one adopts one)."""
+        if self.choice is not None and self.choice.entry is not None:
+            self.set_backend(self.choice.backend())
+            self._carry = self.choice.entry.target()
+        self._choice_changed()
+
+    def tell(self, text: str, severity: str = "warning") -> None:
+        """A notice for the user outside a turn (dropped when the editor shows no notices)."""
+        if self._editor.can_notice:
+            self._send_update(
+                self.id, {"sessionUpdate": "notice", "severity": severity, "title": text}
+            )
+
+    def _choice_changed(self) -> None:
+        if self.choice is not None:
+            self._recorder.choice(self.choice.stored())
+        update = session_config.options_update(self.mode, self._model_options())
+        self._send_update(self.id, update)
+
+    def _carry_over(self) -> None:
+        """Fit the history to the model chosen since the last prompt (see carryover.py), and
+        record the result so the stored history stays the one the model sees."""
+        if self._carry is None:
+            return
+        from acp_server.carryover import carry_over
+
+        carried, self._carry = carry_over(self.history, self._carry), None
+        if carried != self.history:
+            self.history[:] = carried
+            self._recorder.replace_history(carried)
 
     @property
     def roots(self) -> tuple[Path, ...]:
@@ -166,6 +259,7 @@ class Session:
         async with self._queue:
             if epoch != self._epoch:
                 return PromptOutcome("cancelled")
+            self._carry_over()
             self._begin(message, shown)
             turn = asyncio.create_task(self._serve_turn(message))
             self._turn = turn
@@ -272,6 +366,7 @@ class Session:
             tell=tell,
             system=system_prompt(self.cwd, self.additional_dirs),
             context_size=window,
+            thought_level=self.choice.level if self.choice else None,
         )
         turn.tools = self._toolbox()
         try:

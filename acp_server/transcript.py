@@ -172,6 +172,18 @@ class Recorder:
     def mode(self, mode: str) -> None:
         self.store.update(self.session_id, mode=mode)
 
+    def choice(self, state: dict[str, str | None]) -> None:
+        """The chosen model and thought level, kept for load and resume."""
+        self.store.update(self.session_id, **state)
+
+    def replace_history(self, messages: Iterable[Message]) -> None:
+        """The history became `messages` (carried over to another model). The closing "turn"
+        event says no prompt is pending: a carried-over history never ends on one."""
+        self.truncate(0)
+        for message in messages:
+            self.message(message)
+        self.store.append(self.session_id, "turn", {"carriedOver": True})
+
     async def committed(self) -> None:
         """Wait until everything recorded so far is on disk; `SaveFailed` if some could not be."""
         await self.store.flush(self.session_id)
@@ -193,6 +205,10 @@ class NullRecorder:
     def title(self, title: str) -> None: ...
 
     def mode(self, mode: str) -> None: ...
+
+    def choice(self, state: dict[str, str | None]) -> None: ...
+
+    def replace_history(self, messages: Iterable[Message]) -> None: ...
 
     async def committed(self) -> None: ...
 

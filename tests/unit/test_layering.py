@@ -23,7 +23,19 @@ LAYERS: Layers = [
     ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
     ("wire", ["jsonrpc", "jsonline", "stdio"]),
     ("session registry", ["registry"]),
-    ("session", ["session", "session_config", "transcript", "store", "store_schema", "commands"]),
+    (
+        "session",
+        [
+            "session",
+            "session_config",
+            "transcript",
+            "store",
+            "store_schema",
+            "commands",
+            "choices",
+            "modelsource",
+        ],
+    ),
     ("agent", ["agent", "models", "configfile", "configshow", "carryover", "tomllines"]),
     ("tools and backends", ["tools", "backends", "permissions", "editor_api", "thought"]),
     # Pure arithmetic over the neutral messages: the agent's budget and compaction.
