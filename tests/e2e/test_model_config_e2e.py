@@ -22,7 +22,7 @@ from tests.e2e.test_backends_e2e import Start, endpoint_env, message_text, updat
 from tests.support.mock_llm import MockLLM
 from tests.support.raw import RawServer, console_script
 
-NOTICES = {"session": {"notices": {}}}
+NOTICES: dict[str, Any] = {"session": {"notices": {}}}
 # Five broken files: the key and line each one's error must name.
 BROKEN = {
     "wrong type": (
@@ -60,7 +60,7 @@ async def test_the_new_session_answer_comes_before_anything_about_that_session(
 
     def discovered(frame: dict[str, Any]) -> bool:
         update = frame.get("params", {}).get("update", {})
-        return update.get("sessionUpdate") == "config_option_update"
+        return bool(update.get("sessionUpdate") == "config_option_update")
 
     await server.until(discovered, timeout=10)
     order = [
