@@ -41,8 +41,8 @@ from acp_server.transcript import NullRecorder, Recorder
 
 if TYPE_CHECKING:
     from acp_server.agent import StopReason, ToolRunner, TurnFailure
-    from acp_server.carryover import Target
     from acp_server.choices import ModelChoice
+    from acp_server.models import ModelEntry
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class Session:
         self.choice = choice  # the model and thought level; None: one fixed backend
         # A history carried over to this model before the next prompt joins it (a stored
         # history may have been made by another model).
-        self._carry: Target | None = choice.entry.target() if choice and choice.entry else None
+        self._carry: ModelEntry | None = choice.entry if choice else None
 
     @property
     def backend(self) -> Backend:
@@ -202,7 +202,7 @@ class Session:
             )
         entry = self.choice.choose_model(value)
         self.set_backend(self.choice.backend())
-        self._carry = entry.target()
+        self._carry = entry
         if not self._queue.locked():
             self._carry_over()
         self._choice_changed()
@@ -220,7 +220,7 @@ class Session:
         """Discovery found more models: announce them (a session without one adopts one)."""
         if self.choice is not None and self.choice.entry is not None:
             self.set_backend(self.choice.backend())
-            self._carry = self.choice.entry.target()
+            self._carry = self.choice.entry
         self._choice_changed()
 
     def tell(self, text: str, severity: str = "warning") -> None:
@@ -243,7 +243,7 @@ class Session:
             return
         from acp_server.carryover import carry_over
 
-        carried, self._carry = carry_over(self.history, self._carry), None
+        carried, self._carry = carry_over(self.history, self._carry.target()), None
         if carried != self.history:
             self.history[:] = carried
             self._recorder.replace_history(carried)
