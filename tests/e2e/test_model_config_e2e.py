@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +178,7 @@ async def test_models_from_the_environment_and_the_file_are_offered_in_order(
 
 def test_help_names_the_new_flags() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "acp_server", "--help"],
+        [console_script(), "--help"],
         capture_output=True,
         text=True,
         timeout=30,
