@@ -101,6 +101,7 @@ class Turn:
     tell: Tell | None = None
     system: str = ""
     context: TurnContext | None = None  # fits every request, compacts, reports usage
+    thought_level: str | None = None  # how hard the model thinks first (thought.LEVELS)
     open_calls: set[str] = field(default_factory=set)
     failure: TurnFailure | None = None  # set when the turn ended on a failure
 
@@ -189,7 +190,12 @@ async def _request(turn: Turn) -> _Reply:
 
 async def _model_round(turn: Turn, tools: tuple[ToolSpec, ...]) -> _Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
-    request = ModelRequest(messages=tuple(turn.history), tools=tools, system=turn.system)
+    request = ModelRequest(
+        messages=tuple(turn.history),
+        tools=tools,
+        system=turn.system,
+        thought_level=turn.thought_level,
+    )
     message_id = f"msg_{uuid.uuid4().hex}"
     reply = _Reply(message_id, _Chunks(turn.emit, message_id))
     try:

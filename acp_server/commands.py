@@ -32,6 +32,8 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from acp_server.errors import InvalidParams
+
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _INVOCATION = re.compile(r"/([A-Za-z][A-Za-z0-9_-]*)(?=\s|$)(.*)", re.DOTALL)
 
@@ -52,6 +54,15 @@ class CommandContext(Protocol):
 
     async def say(self, text: str) -> None:
         """Show the user a message from the agent."""
+
+    def choose(self, config_id: str, value: object) -> list[dict[str, Any]]:
+        """Set a config option (`mode`, `model`, `thought_level`) as session/set_config_option
+        does (InvalidParams for an unknown option or value); the options after the change."""
+        ...
+
+    def describe_choices(self, config_id: str) -> str:
+        """A config option's choices in words, the current one marked."""
+        ...
 
 
 Handler = Callable[[CommandContext, str], Awaitable[None]]
@@ -195,6 +206,34 @@ async def _help(context: CommandContext, argument: str) -> None:
     await context.say(context.commands.help_text())
 
 
+def _chooser(config_id: str) -> Handler:
+    """The handler of `/model` or `/mode`: list the choices, or make one."""
+
+    async def handler(context: CommandContext, argument: str) -> None:
+        if not argument:
+            await context.say(context.describe_choices(config_id))
+            return
+        try:
+            options = context.choose(config_id, argument)
+        except InvalidParams:
+            listing = context.describe_choices(config_id)
+            await context.say(f"`{argument}` is not one of the choices.\n\n{listing}")
+            return
+        chosen = next((o for o in options if o["id"] == config_id), None)
+        name = _value_name(chosen, argument) if chosen else argument
+        await context.say(f"{config_id.capitalize()}: {name}.")
+
+    return handler
+
+
+def _value_name(option: dict[str, Any], value: str) -> str:
+    for item in option.get("options", []):
+        for entry in item.get("options", [item]):
+            if entry.get("value") == value:
+                return f"{entry['name']} (`{value}`)"
+    return f"`{value}`"
+
+
 COMPACT = Command(
     "compact",
     "Summarize the conversation so far to free room in the model's context window. Text after "
@@ -209,4 +248,18 @@ CLEAR = Command(
     _clear,
 )
 HELP = Command("help", "List the commands this agent understands.", _help)
+MODEL = Command(
+    "model",
+    "Switch to another model; the conversation carries over. Without an id, list the models.",
+    _chooser("model"),
+    hint="model id (optional: without it, the list)",
+)
+MODE = Command(
+    "mode",
+    "Change how much the agent may do without asking. Without an id, list the modes.",
+    _chooser("mode"),
+    hint="mode id (optional: without it, the list)",
+)
 BUILTIN: tuple[Command, ...] = (COMPACT, CLEAR, HELP)
+# The commands of a session with a choice of models (added to its table after BUILTIN).
+CHOICE_COMMANDS: tuple[Command, ...] = (MODEL, MODE)

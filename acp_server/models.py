@@ -19,13 +19,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from acp_server.carryover import IdStyle, Target
 from acp_server.configfile import Config, ModelConfig, Price, Provider, builtin_providers
 from acp_server.errors import InvalidParams
 from acp_server.thought import DESCRIPTIONS, NAMES, clamp, guess
+
+if TYPE_CHECKING:
+    # Imported when a history is carried over, not when a session starts (carryover brings
+    # the context package: ~10 ms that session/new does not need).
+    from acp_server.carryover import IdStyle, Target
 
 MODEL_OPTION = "model"
 THOUGHT_OPTION = "thought_level"
@@ -68,6 +72,8 @@ class ModelEntry:
 
     def target(self) -> Target:
         """What a carried-over history must fit to be sent to this model."""
+        from acp_server.carryover import Target
+
         return Target(self.dialect, self.model, self.images is not False, self.id_style)
 
     def description(self) -> str:

@@ -14,20 +14,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from acp_server import __version__, lifecycle
 from acp_server.config import Settings
-from acp_server.errors import InvalidParams
 from acp_server.jsonrpc import NotificationHandler, Params, RequestHandler
 from acp_server.params import absolute_dir, check, directories, warm_up_validation
 
 if TYPE_CHECKING:
     from acp_server.backends import Backend
     from acp_server.editor_api import EditorApi
+    from acp_server.modelsource import ModelSource
     from acp_server.registry import Sessions
     from acp_server.session import PromptOutcome
     from acp_server.updates import Update
 
 PROTOCOL_VERSION = 1
 # Text and resource_link are always allowed; content.admit refuses what these leave out.
-PROMPT_CAPABILITIES: dict[str, bool] = {"image": False, "audio": False, "embeddedContext": True}
+# Images go to models that read them; a text-only model gets a short note in their place.
+PROMPT_CAPABILITIES: dict[str, bool] = {"image": True, "audio": False, "embeddedContext": True}
 SESSION_CAPABILITIES: dict[str, Any] = {
     # Conforming clients send `additionalDirectories` (new, load, resume, fork) only when
     # this is advertised; without it multi-root workspaces lost their extra roots.
@@ -51,11 +52,18 @@ class Peer(Protocol):
 
 
 class AcpAgent:
-    """The agent side of ACP: one per connection. `backends` makes the model backend of each
-    session (called when a session is made or restored)."""
+    """The agent side of ACP: one per connection. `models` makes (at the first session) the
+    source of the models sessions choose from; `backends` makes the backend of a session
+    without that choice (a script, or no model configured yet)."""
 
-    def __init__(self, backends: Callable[[], Backend], settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        backends: Callable[[], Backend],
+        settings: Settings | None = None,
+        models: Callable[[], ModelSource | None] | None = None,
+    ) -> None:
         self._backends = backends
+        self._models = models
         self.settings = settings or Settings()
         self.client_capabilities: dict[str, Any] = {}
         self.conn: Peer | None = None
@@ -69,6 +77,8 @@ class AcpAgent:
             "session/prompt": self.prompt,
             "session/set_mode": self.set_mode,
             "session/set_config_option": self.set_config_option,
+            # Removed from ACP, still called by some clients (JetBrains, agent-shell, avante).
+            "session/set_model": self.set_model,
             "session/load": self.load_session,
             "session/resume": self.resume_session,
             "session/list": lambda params: lifecycle.list_sessions(self.sessions, params),
@@ -93,6 +103,7 @@ class AcpAgent:
                 editors=self._editor,
                 send_update=self.send_update,
                 settings=self.settings,
+                models=self._models() if self._models is not None else None,
             )
         return self._sessions
 
@@ -188,18 +199,15 @@ class AcpAgent:
 
     async def set_config_option(self, params: Params) -> dict[str, Any]:
         check("session/set_config_option", "acp/session_set_config_option.json", params)
-        # Imported here, like the registry: options are not needed to answer `initialize`.
-        from acp_server.session_config import MODE_OPTION, config_options, parse_mode
-
         session = self.sessions.get(params["sessionId"])
-        if params["configId"] != MODE_OPTION:
-            raise InvalidParams(
-                f"Invalid params: unknown `configId` {params['configId']!r}; "
-                f"this agent offers: {MODE_OPTION}.",
-                {"field": "configId"},
-            )
-        session.set_mode(parse_mode(params["value"], "value"))
-        return {"configOptions": config_options(session.mode)}
+        return {"configOptions": session.choose(params["configId"], params["value"])}
+
+    async def set_model(self, params: Params) -> dict[str, Any]:
+        """The removed unstable `session/set_model`: the same as setting the `model` option."""
+        check("session/set_model", "acp/session_set_model.json", params)
+        session = self.sessions.get(params["sessionId"])
+        session.set_model(params["modelId"])
+        return {}
 
     def cancel(self, params: Params) -> None:
         check("session/cancel", "acp/session_cancel.json", params)

@@ -16,12 +16,13 @@ unsaved) and its permissions. The store is opened at the first session that need
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_server.backends import Backend
 from acp_server.config import Settings, store_path
@@ -29,9 +30,15 @@ from acp_server.editor_api import EditorApi
 from acp_server.errors import InternalError, ResourceNotFound
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions, RuleStore, is_mode
-from acp_server.session import SendUpdate, Session
+from acp_server.session import Session
+from acp_server.session_models import SendUpdate
 from acp_server.store import SaveFailed, SessionRow, Store
 from acp_server.transcript import NullRecorder, Recorder, restore
+
+if TYPE_CHECKING:
+    from acp_server.choices import ModelChoice
+    from acp_server.models import Catalogue
+    from acp_server.modelsource import ModelSource
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +53,18 @@ class Sessions:
         editors: Callable[[str], EditorApi],
         send_update: SendUpdate,
         settings: Settings,
+        models: ModelSource | None = None,
     ) -> None:
-        self._backends = backends  # the backend of each new or restored session
+        self._backends = backends  # the backend of a session without a model choice
         self._editors = editors  # the editor as the session of this id sees it
         self.send_update = send_update
         self._settings = settings
         self._live: dict[str, Session] = {}
         self._store: Store | None = None
         self._store_failed = False
+        self._models = models  # the models to choose from (None: one fixed backend)
+        if models is not None:
+            models.listeners.append(self._catalogue_grew)
 
     @property
     def store(self) -> Store | None:
@@ -84,12 +95,23 @@ class Sessions:
 
     def new(self, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers) -> Session:
         session_id = f"sess_{uuid.uuid4().hex}"
+        choice = self._choice({})
+        mode = self._models.default_mode if self._models is not None else None
+        mode = mode if is_mode(mode) else "ask"
         store = self.store
         if store is not None:
             now = time.time()
             dirs = [str(d) for d in extra]
-            store.create(SessionRow(session_id, str(cwd), dirs, None, now, now, {"mode": "ask"}))
-        return self._open(session_id, cwd, extra, mcp_servers, self._recorder(session_id))
+            state = {"mode": mode, **(choice.stored() if choice else {})}
+            store.create(SessionRow(session_id, str(cwd), dirs, None, now, now, state))
+        recorder = self._recorder(session_id)
+        session = self._open(
+            session_id, cwd, extra, mcp_servers, recorder, mode=mode, choice=choice
+        )
+        # After the answer is written (it leaves in this pass of the loop): nothing about a
+        # session may reach the editor before the session/new answer that names it.
+        asyncio.get_running_loop().call_soon(self._after_new, session)
+        return session
 
     async def restore(
         self,
@@ -122,6 +144,7 @@ class Sessions:
             history=restored.history,
             mode=mode if is_mode(mode) else "ask",
             title=row.title,
+            choice=self._choice(row.state),
         )
         if replay:
             for update in restored.replay:
@@ -189,6 +212,7 @@ class Sessions:
         history: Sequence[Message] = (),
         mode: Mode = "ask",
         title: str | None = None,
+        choice: ModelChoice | None = None,
     ) -> Session:
         """A live session with its collaborators, registered under its id."""
         session = Session(
@@ -196,7 +220,7 @@ class Sessions:
             cwd=cwd,
             additional_dirs=extra,
             mcp_servers=mcp_servers or (),
-            backend=self._backends(),
+            backend=self._backend(choice),
             editor=self._editors(session_id),
             recorder=recorder,
             permissions=Permissions(RuleStore(cwd), mode),
@@ -204,9 +228,45 @@ class Sessions:
             send_update=self.send_update,
             history=history,
             title=title,
+            choice=choice,
         )
         self._live[session_id] = session
         return session
+
+    # ----- the models to choose from (acp_server.modelsource, acp_server.choices) ---------------
+
+    def _choice(self, stored: dict[str, Any]) -> ModelChoice | None:
+        if self._models is None:
+            return None
+        from acp_server.choices import ModelChoice
+
+        return ModelChoice.start(self._models, stored)
+
+    def _backend(self, choice: ModelChoice | None) -> Backend:
+        """The model's backend; one that explains, while the configuration cannot be used."""
+        problem = self._models.problem if self._models is not None else None
+        if problem is not None:
+            from acp_server.backends.unconfigured import UnconfiguredBackend
+
+            return UnconfiguredBackend(problem)
+        if choice is not None and choice.entry is not None:
+            return choice.backend()
+        return self._backends()
+
+    def _after_new(self, session: Session) -> None:
+        if self._models is None:
+            return
+        if self._models.problem is not None:
+            session.tell(self._models.problem, "error")
+        self._models.start_discovery()
+
+    def _catalogue_grew(self, catalogue: Catalogue) -> None:
+        """Discovery found more models: every live session offers them."""
+        if self._models is not None and self._models.problem is not None:
+            return
+        for session in list(self._live.values()):
+            if session.choice is not None and session.choice.grow(catalogue):
+                session.catalogue_grew()
 
     def _recorder(self, session_id: str) -> Recorder | NullRecorder:
         store = self.store

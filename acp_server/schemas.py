@@ -10,6 +10,7 @@ tests/unit/test_schemas.py checks that it never accepts what jsonschema rejects.
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -165,8 +166,23 @@ def _shape_keyword(key: str, rule: Any, value: Any, root: dict[str, Any]) -> boo
         return not isinstance(value, list) or all(_accepts(rule, item, root) for item in value)
     if key == "minLength":
         return not isinstance(value, str) or len(value) >= rule
+    if key == "maxLength":
+        return not isinstance(value, str) or len(value) <= rule
+    if key == "pattern":
+        return not isinstance(value, str) or re.search(rule, value) is not None
+    if key == "propertyNames":
+        return not isinstance(value, dict) or all(_accepts(rule, name, root) for name in value)
+    if key == "uniqueItems":
+        return not rule or not isinstance(value, list) or _distinct(value)
     if key in ("minimum", "maximum"):
         if not _is_type("number", value):
             return True
         return bool(value >= rule if key == "minimum" else value <= rule)
     return False  # a keyword this interpreter does not know: let jsonschema decide
+
+
+def _distinct(items: list[Any]) -> bool:
+    """No two items alike; only plain strings and numbers are judged here (True = sure)."""
+    if not all(isinstance(i, str) for i in items):
+        return False
+    return len(set(items)) == len(items)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import time
 import uuid
@@ -31,44 +30,26 @@ from typing import TYPE_CHECKING, Any
 
 from acp_server import session_config, updates
 from acp_server.backends import Backend
-from acp_server.commands import BUILTIN, CommandTable, Invocation
+from acp_server.commands import BUILTIN, CHOICE_COMMANDS, CommandTable, Invocation
 from acp_server.config import Settings
 from acp_server.editor_api import EditorApi
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions
+from acp_server.session_models import ModelChoosing, SendUpdate
+from acp_server.session_text import CLEARED, INTERNAL_FAILURE, NOT_SAVED, system_prompt, title_for
 from acp_server.store import SaveFailed, iso
 from acp_server.transcript import NullRecorder, Recorder
 
 if TYPE_CHECKING:
     from acp_server.agent import StopReason, ToolRunner, TurnFailure
     from acp_server.agent_context import SessionContext, TurnContext
+    from acp_server.choices import ModelChoice
+    from acp_server.models import ModelEntry
 
 log = logging.getLogger(__name__)
 
-SendUpdate = Callable[[str, updates.Update], None]
 Emit = Callable[[updates.Update], None]
-TITLE_CHARS = 60
 WINDOW_LOOKUP_SECONDS = 3.0
-
-
-@functools.cache
-def _system_template() -> str:
-    return (Path(__file__).parent / "prompts" / "system.md").read_text("utf-8")
-
-
-def system_prompt(cwd: Path, extra: tuple[Path, ...]) -> str:
-    """The packaged system prompt, filled in for this session's roots."""
-    roots = f" (and also {', '.join(map(str, extra))})" if extra else ""
-    return _system_template().format(cwd=cwd, extra_roots=roots)
-
-
-def title_for(message: Message) -> str:
-    """A short, deterministic title: the first line of the first prompt, cut on a word."""
-    text = " ".join(message.text.split())
-    if len(text) <= TITLE_CHARS:
-        return text or "Untitled"
-    cut = text.rfind(" ", 0, TITLE_CHARS)
-    return text[: cut if cut > TITLE_CHARS // 2 else TITLE_CHARS].rstrip() + "…"
 
 
 @dataclass(frozen=True)
@@ -81,7 +62,7 @@ class PromptOutcome:
     not_saved: str | None = None
 
 
-class Session:
+class Session(ModelChoosing):
     """One conversation: created by the registry, prompted by the protocol."""
 
     def __init__(
@@ -99,6 +80,7 @@ class Session:
         mcp_servers: Sequence[dict[str, Any]] = (),
         history: Iterable[Message] = (),
         title: str | None = None,
+        choice: ModelChoice | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -114,12 +96,16 @@ class Session:
         self._send_update = send_update
         self._tools: ToolRunner | None = None
         self._context: SessionContext | None = None  # made at the first turn
-        self.commands = CommandTable(BUILTIN)
+        self.commands = CommandTable((*BUILTIN, *CHOICE_COMMANDS))
         self._command_emit: Emit | None = None  # while a slash command runs
         self._queue = asyncio.Lock()
         self._epoch = 0  # incremented by each cancel; queued prompts of an older epoch end
         self._turn: asyncio.Task[PromptOutcome] | None = None
         self._cancelled: asyncio.Task[PromptOutcome] | None = None
+        self.choice = choice  # the model and thought level; None: one fixed backend
+        # A history carried over to this model before the next prompt joins it (a stored
+        # history may have been made by another model).
+        self._carry: ModelEntry | None = choice.entry if choice else None
 
     @property
     def backend(self) -> Backend:
@@ -154,13 +140,13 @@ class Session:
 
     def state(self) -> dict[str, Any]:
         """The session's modes and config options, as ACP's answers carry them."""
-        return session_config.state(self.mode)
+        return session_config.state(self.mode, self._model_options())
 
     def set_mode(self, mode: Mode) -> None:
         """Switch the permission mode and announce it both ways (legacy modes, config option)."""
         self._permissions.mode = mode
         self._recorder.mode(mode)
-        for update in session_config.mode_updates(mode):
+        for update in session_config.mode_updates(mode, self._model_options()):
             self._send_update(self.id, update)
 
     def replayed(self, update: updates.Update) -> list[updates.Update]:
@@ -206,6 +192,7 @@ class Session:
         async with self._queue:
             if epoch != self._epoch:
                 return PromptOutcome("cancelled")
+            self._carry_over()
             turn = asyncio.create_task(start())
             self._turn = turn
             try:
@@ -339,6 +326,7 @@ class Session:
             tell=self._tell(emit),
             system=system_prompt(self.cwd, self.additional_dirs),
             context=await self._turn_context(backend, emit),
+            thought_level=self.choice.level if self.choice else None,
         )
         turn.tools = self._toolbox()
         try:
@@ -410,19 +398,3 @@ class Session:
     async def say(self, text: str) -> None:
         chunk = updates.message_chunk("agent_message_chunk", text, f"msg_{uuid.uuid4().hex}")
         self._command_emitter()(chunk)
-
-
-CLEARED = (
-    "Started a fresh context: the model no longer sees the earlier conversation. It is still "
-    "in this session's saved history, and shown when the session is loaded."
-)
-
-NOT_SAVED = (
-    "This turn could not be saved to the session history ({path}), so it will be missing "
-    "when this session is loaded again. The conversation itself can go on. Check that the "
-    "disk is not full and that the file is writable; the agent's log has the details."
-)
-INTERNAL_FAILURE = (
-    "Something went wrong inside the agent and this turn was stopped. "
-    "The session still works; the agent's log has the details."
-)

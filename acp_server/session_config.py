@@ -8,6 +8,7 @@ CodeCompanion only the latter).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from acp_server.errors import InvalidParams
@@ -16,10 +17,13 @@ from acp_server.permissions import MODE_IDS, MODES, Mode, is_mode
 MODE_OPTION = "mode"
 
 
-def state(mode: Mode) -> dict[str, Any]:
+Options = Sequence[dict[str, Any]]
+
+
+def state(mode: Mode, extra: Options = ()) -> dict[str, Any]:
     """`modes` and `configOptions`, as the answers to session/new, load, resume and fork carry
-    them."""
-    return {"modes": modes_state(mode), "configOptions": config_options(mode)}
+    them; `extra` are the options after `mode` (the model and thought level)."""
+    return {"modes": modes_state(mode), "configOptions": config_options(mode, extra)}
 
 
 def modes_state(mode: Mode) -> dict[str, Any]:
@@ -29,7 +33,8 @@ def modes_state(mode: Mode) -> dict[str, Any]:
     }
 
 
-def config_options(mode: Mode) -> list[dict[str, Any]]:
+def config_options(mode: Mode, extra: Options = ()) -> list[dict[str, Any]]:
+    """The whole list, always: Zed replaces its option state with each answer."""
     return [
         {
             "id": MODE_OPTION,
@@ -39,7 +44,8 @@ def config_options(mode: Mode) -> list[dict[str, Any]]:
             "type": "select",
             "currentValue": mode,
             "options": [{"value": i, "name": n, "description": d} for i, n, d in MODES],
-        }
+        },
+        *extra,
     ]
 
 
@@ -53,9 +59,14 @@ def parse_mode(value: object, field: str) -> Mode:
     return value
 
 
-def mode_updates(mode: Mode) -> list[dict[str, Any]]:
+def mode_updates(mode: Mode, extra: Options = ()) -> list[dict[str, Any]]:
     """The two updates that announce a mode change."""
     return [
         {"sessionUpdate": "current_mode_update", "currentModeId": mode},
-        {"sessionUpdate": "config_option_update", "configOptions": config_options(mode)},
+        options_update(mode, extra),
     ]
+
+
+def options_update(mode: Mode, extra: Options = ()) -> dict[str, Any]:
+    """The `config_option_update` that announces the whole list after a change."""
+    return {"sessionUpdate": "config_option_update", "configOptions": config_options(mode, extra)}

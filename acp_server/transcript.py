@@ -175,7 +175,8 @@ class Recorder:
         self.store.append(self.session_id, "shown", [final])
 
     def history(self, messages: list[Message]) -> None:
-        """The history was rebuilt (a compaction) or emptied (`/clear`): store it whole."""
+        """The history was rebuilt (a compaction), emptied (`/clear`) or carried over to
+        another model: store it whole."""
         body = [message_to_json(m, self.store, self.session_id) for m in messages]
         self.store.append(self.session_id, "history", {"messages": body})
 
@@ -197,6 +198,10 @@ class Recorder:
 
     def mode(self, mode: str) -> None:
         self.store.update(self.session_id, mode=mode)
+
+    def choice(self, state: dict[str, str | None]) -> None:
+        """The chosen model and thought level, kept for load and resume."""
+        self.store.update(self.session_id, **state)
 
     async def committed(self) -> None:
         """Wait until everything recorded so far is on disk; `SaveFailed` if some could not be."""
@@ -221,6 +226,8 @@ class NullRecorder:
     def title(self, title: str) -> None: ...
 
     def mode(self, mode: str) -> None: ...
+
+    def choice(self, state: dict[str, str | None]) -> None: ...
 
     async def committed(self) -> None: ...
 

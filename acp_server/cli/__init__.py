@@ -23,11 +23,14 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
   acp-server                      serve ACP on stdin/stdout (what an editor runs)
   acp-server run "PROMPT"         start a server, send one prompt, print the streamed reply
   acp-server sessions [export ID] list the stored sessions; export one as Markdown or JSON
+  acp-server config               print the configuration in effect (secrets masked)
 """
 
 EPILOG = """\
 environment:
-  ACP_SERVER_MODEL=D:MODEL   same as --model D:MODEL
+  ACP_SERVER_MODEL=P:M,P:M   same as --model P:M --model P:M (the first is the default)
+  ACP_SERVER_CONFIG=FILE     same as --config FILE
+  ACP_SERVER_DISCOVER=0      do not ask local servers (Ollama, LM Studio, llama.cpp) for models
   OPENAI_BASE_URL, OPENAI_API_KEY        any OpenAI-compatible server (vLLM, LM Studio, ...)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL  Anthropic
   OLLAMA_HOST                            Ollama (default 127.0.0.1:11434)
@@ -78,9 +81,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        metavar="DIALECT:MODEL",
+        metavar="PROVIDER:MODEL",
+        action="append",
         default=argparse.SUPPRESS,
-        help="the model, e.g. ollama:qwen3:8b, openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5",
+        help="a model to offer, e.g. ollama:qwen3:8b, openai:gpt-4.1-mini, "
+        "anthropic:claude-sonnet-4-5; repeat it to offer several (the first is the default; "
+        "switch in the editor's model picker or with /model)",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="the configuration file (default: ~/.config/acp-server/config.toml); see "
+        "`acp-server config`",
     )
     parser.add_argument(
         "--max-turn-requests",
@@ -157,6 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
         prefix_chars="\0",
     )
     sessions.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    config = sub.add_parser(
+        "config",
+        help="print the configuration in effect, secrets masked (exit 1 if the file is broken)",
+        description="Print the configuration in effect: the file's providers and models over "
+        "the built-in ones, with keys named (and whether they are set), never shown.",
+    )
+    _common(config)
     return parser
 
 
@@ -167,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         from acp_server.cli.sessions import main as sessions_main
 
         return sessions_main(args.arguments)
+    if args.command == "config":
+        from acp_server.cli.showconfig import show_config
+
+        return show_config(args)
     if args.command == "run":
         from acp_server.cli.run import run_headless
 

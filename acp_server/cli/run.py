@@ -152,10 +152,9 @@ def command_line_problem(args: argparse.Namespace) -> str | None:
             return str(exc) if given else f"ACP_SERVER_SCRIPT: {exc}"
         return None  # a script replaces the model: --model does not matter
     given = getattr(args, "model", None)
-    model = given or os.environ.get("ACP_SERVER_MODEL")
-    if model:
+    for model in given or [m for m in os.environ.get("ACP_SERVER_MODEL", "").split(",") if m]:
         try:
-            ModelSpec.parse(model)
+            ModelSpec.parse(model.strip())
         except ModelSpecError as exc:
             return str(exc) if given else f"ACP_SERVER_MODEL: {exc}"
     return None
@@ -186,10 +185,14 @@ def _server_argv(args: argparse.Namespace) -> list[str]:
         ("--max-turn-requests", "max_turn_requests"),
         ("--context-window", "context_window"),
         ("--model", "model"),
+        ("--config", "config"),
     ):
         value = getattr(args, attr, None)
         if value is not None:
-            argv += [flag, str(Path(value).resolve()) if attr == "script" else str(value)]
+            path = attr != "max_turn_requests"
+            argv += [flag, str(Path(value).resolve()) if path else str(value)]
+    for model in getattr(args, "model", None) or []:
+        argv += ["--model", model]
     for flag, attr in (("--log-level", "log_level"), ("--log-file", "log_file")):
         if getattr(args, attr, None) is not None:
             argv += [flag, str(getattr(args, attr))]

@@ -27,6 +27,7 @@ from acp_server.stdio import claim_stdout, open_sink, open_source
 
 if TYPE_CHECKING:
     from acp_server.backends import Backend
+    from acp_server.modelsource import ModelSource
 
 log = logging.getLogger("acp_server")
 
@@ -61,22 +62,37 @@ def configure_logging(args: argparse.Namespace) -> None:
         root.addHandler(handler)
 
 
+def _script(args: argparse.Namespace) -> str | None:
+    return getattr(args, "script", None) or os.environ.get("ACP_SERVER_SCRIPT")
+
+
 def choose_backend(args: argparse.Namespace) -> Backend:
-    """The backend the command line or the environment names (called at the first session)."""
+    """The backend of sessions without a model choice (called at the first one): the script,
+    else a probe of the local servers at the first prompt."""
     # The backends are imported here, and only the chosen one: none is needed for `initialize`.
-    script = getattr(args, "script", None) or os.environ.get("ACP_SERVER_SCRIPT")
+    script = _script(args)
     if script:
         from acp_server.backends.scripted import ScriptedBackend
 
         return ScriptedBackend(Path(script).expanduser().resolve())
-    from acp_server.backends import select
+    from acp_server.backends.select import AutoBackend
 
-    try:
-        return select.choose(getattr(args, "model", None), os.environ)
-    except select.ModelSpecError as exc:
-        from acp_server.backends.unconfigured import UnconfiguredBackend
+    return AutoBackend(os.environ)
 
-        return UnconfiguredBackend(str(exc))
+
+def model_source(args: argparse.Namespace) -> ModelSource | None:
+    """The models sessions choose from: `--model` (repeatable) or ACP_SERVER_MODEL, the
+    configuration file, discovered local models. None with a script (it answers every prompt).
+    Made at the first session: reading the file is not needed for `initialize`."""
+    if _script(args):
+        return None
+    from acp_server.configfile import config_path
+    from acp_server.models import model_values
+    from acp_server.modelsource import ModelSource
+
+    path, named = config_path(getattr(args, "config", None), os.environ)
+    values = model_values(getattr(args, "model", None), os.environ)
+    return ModelSource(values, os.environ, path, must_exist=named)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -114,7 +130,9 @@ async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> 
         settings.max_turn_requests = args.max_turn_requests
     # One backend for every session of the process, made at the first one: a script's rounds
     # run on across sessions (as documented), and a probed local model is probed once.
-    agent = AcpAgent(functools.cache(lambda: choose_backend(args)), settings)
+    agent = AcpAgent(
+        functools.cache(lambda: choose_backend(args)), settings, lambda: model_source(args)
+    )
     conn = Connection(
         await open_source(0),
         await open_sink(wire_fd),

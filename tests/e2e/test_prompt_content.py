@@ -61,6 +61,7 @@ async def test_an_empty_prompt_ends_at_once_without_the_model(
     assert "".join(agent) == "Hello."  # the script's first round: the empty prompt used none
 
 
+# Images are accepted (promptCapabilities.image): tests/e2e/test_model_switching.py sends them.
 BAD_BLOCKS = [
     ({"type": "video", "data": "AA=="}, "`prompt[1].type` must be one of"),
     ({"type": "text", "text": "hi", "annotations": "oops"}, "`prompt[1].annotations`"),
@@ -68,7 +69,6 @@ BAD_BLOCKS = [
     ({"type": "resource_link", "uri": "file:///a"}, "`prompt[1].name` is required"),
     ({"type": "text", "text": "x", "_meta": 3}, "`prompt[1]._meta`"),
     ("text", "`prompt[1]` must be an object"),
-    ({"type": "image", "data": "AA==", "mimeType": "image/png"}, "`prompt[1]` is an image"),
     ({"type": "audio", "data": "AA==", "mimeType": "audio/wav"}, "`prompt[1]` is audio"),
 ]
 
@@ -76,7 +76,7 @@ BAD_BLOCKS = [
 @pytest.mark.parametrize(
     ("block", "named"),
     BAD_BLOCKS,
-    ids=["video", "annotations", "resource", "link", "meta", "string", "image", "audio"],
+    ids=["video", "annotations", "resource", "link", "meta", "string", "audio"],
 )
 async def test_a_block_the_schema_or_our_capabilities_refuse_is_invalid_params(
     server_factory: Start, script: Any, tmp_path: Path, block: Any, named: str

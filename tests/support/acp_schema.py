@@ -73,6 +73,11 @@ def _format_checker() -> FormatChecker:
     return checker
 
 
+# Methods removed from ACP that clients still call and the agent still answers (with `{}`):
+# `session/set_model` (JetBrains, agent-shell and avante send it).
+REMOVED_METHODS = frozenset({"session/set_model"})
+
+
 class WireValidator:
     """Checks agent frames; tracks client request ids to know what each answer answers."""
 
@@ -181,4 +186,7 @@ class WireValidator:
         type_name = self.unstable_answers.get(answered)
         if type_name is not None:
             return found + self._errors(type_name, frame.get("result"), unstable=True)
+        if answered in REMOVED_METHODS:
+            result = frame.get("result")
+            return found if result == {} else [*found, f"{answered} answered {result!r}, not {{}}"]
         return [*found, f"the agent answered {answered!r} with a result; no type for it"]

@@ -46,6 +46,13 @@ class FakeSession:
     async def say(self, text: str) -> None:
         self.calls.append(("say", text))
 
+    def choose(self, config_id: str, value: object) -> list[dict[str, Any]]:
+        self.calls.append(("choose", f"{config_id}={value}"))
+        return []
+
+    def describe_choices(self, config_id: str) -> str:
+        return f"the choices of {config_id}"
+
 
 async def switch_model(context: CommandContext, argument: str) -> None:
     await context.say(f"switched to {argument}")

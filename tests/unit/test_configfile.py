@@ -6,12 +6,15 @@ import json
 import textwrap
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from acp_server import schemas
 from acp_server.backends.select import DIALECTS
 from acp_server.carryover import ID_STYLES
 from acp_server.configfile import (
+    SCHEMA,
     Config,
     ConfigError,
     Price,
@@ -243,3 +246,22 @@ def test_the_schema_lists_what_the_code_knows() -> None:
     assert tuple(model["reasoning"]["items"]["enum"]) == LEVELS
     assert tuple(model["tool_call_ids"]["enum"]) == ID_STYLES
     assert set(schema["$defs"]["provider"]["properties"]["dialect"]["enum"]) == set(DIALECTS)
+
+
+def test_the_quick_interpreter_accepts_a_sound_file_and_leaves_mistakes_to_jsonschema() -> None:
+    schema = schemas.load(SCHEMA)
+    sound = {
+        "default_mode": "plan",
+        "providers": {"gw": {"dialect": "openai", "base_url": "https://gw.example/v1"}},
+        "models": [{"provider": "gw", "id": "m", "name": "M", "reasoning": ["low", "high"]}],
+    }
+    assert schemas.quick_accept(schema, sound)
+    broken: list[dict[str, Any]] = [
+        {"providers": {"Bad Name": {"dialect": "openai", "base_url": "https://x/v1"}}},
+        {"providers": {"gw": {"dialect": "openai", "base_url": "gw.example"}}},
+        {"models": [{"provider": "gw", "id": "m", "name": "n" * 33}]},
+        {"models": [{"provider": "gw", "id": "m", "reasoning": ["low", "low"]}]},
+    ]
+    for data in broken:
+        assert not schemas.quick_accept(schema, data), data
+        assert list(schemas.validator(SCHEMA).iter_errors(data)), data

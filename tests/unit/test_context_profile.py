@@ -17,7 +17,7 @@ from acp_server.context.profile import (
 )
 from acp_server.context.tokens import Estimator
 from acp_server.messages import ToolSpec
-from acp_server.session import system_prompt
+from acp_server.session_text import system_prompt
 from acp_server.tools.registry import default_tools
 
 CORE = {"read_file", "edit_file", "run_command"}

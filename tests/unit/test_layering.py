@@ -23,7 +23,21 @@ LAYERS: Layers = [
     ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
     ("wire", ["jsonrpc", "jsonline", "stdio"]),
     ("session registry", ["registry"]),
-    ("session", ["session", "session_config", "transcript", "store", "store_schema", "commands"]),
+    (
+        "session",
+        [
+            "session",
+            "session_models",
+            "session_text",
+            "session_config",
+            "transcript",
+            "store",
+            "store_schema",
+            "commands",
+            "choices",
+            "modelsource",
+        ],
+    ),
     (
         "agent",
         ["agent", "agent_context", "models", "configfile", "configshow", "carryover", "tomllines"],

@@ -13,7 +13,8 @@ from acp_server.editor_api import NoEditor
 from acp_server.messages import Event, ModelRequest, StreamError, TextDelta, text_message
 from acp_server.permissions import Permissions, RuleStore
 from acp_server.protocol import prompt_response
-from acp_server.session import INTERNAL_FAILURE, PromptOutcome, Session
+from acp_server.session import PromptOutcome, Session
+from acp_server.session_text import INTERNAL_FAILURE
 from acp_server.transcript import NullRecorder
 
 
