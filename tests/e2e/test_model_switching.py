@@ -201,10 +201,6 @@ async def test_load_restores_the_model_and_the_thought_level(
     assert strict.chat_requests[-1].json["reasoning_effort"] == "high"
 
 
-@pytest.mark.skip(
-    reason="needs issue 10's fit and compaction in the agent loop (the request is fitted to "
-    "the window before it is sent); enable at the merge"
-)
 async def test_a_switch_to_a_smaller_window_fits_the_first_request(
     server_factory: Start, strict: MockLLM, tmp_path: Path
 ) -> None:
