@@ -40,14 +40,20 @@ async def test_commands_are_announced_after_new_load_and_resume(
     reader = await start_reader(server_factory, mock_llm, tmp_path)
     server = reader.server
     (new_id,) = [f["id"] for f in server.seen if f.get("result", {}).get("sessionId")]
-    assert announced_after(server.seen, new_id) == ["compact", "clear", "help"]
+    assert announced_after(server.seen, new_id) == ["compact", "clear", "help", "model", "mode"]
     await reader.prompt("hello")
     for method in ("session/load", "session/resume"):
         params = {"sessionId": reader.session, "cwd": str(tmp_path), "mcpServers": []}
         count = len(server.seen)
         answer = await server.request(method, params)
         assert "result" in answer, answer
-        assert announced_after(server.seen[count:], answer["id"]) == ["compact", "clear", "help"]
+        assert announced_after(server.seen[count:], answer["id"]) == [
+            "compact",
+            "clear",
+            "help",
+            "model",
+            "mode",
+        ]
 
 
 async def test_help_is_answered_by_the_agent(
@@ -58,6 +64,23 @@ async def test_help_is_answered_by_the_agent(
     assert turn.stop == "end_turn"
     assert "/compact" in turn.text and "/clear" in turn.text and "/help" in turn.text
     assert mock_llm.chat_requests == []
+
+
+async def test_mode_and_model_are_commands_too(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    reader = await start_reader(server_factory, mock_llm, tmp_path)
+    listing = await reader.prompt("/mode")
+    assert listing.stop == "end_turn" and "accept_edits" in listing.text
+    switched = await reader.prompt("/mode plan")
+    assert switched.stop == "end_turn"
+    modes = [
+        u["currentModeId"] for u in switched.seen if u["sessionUpdate"] == "current_mode_update"
+    ]
+    assert modes == ["plan"]
+    models = await reader.prompt("/model")
+    assert models.stop == "end_turn" and models.text
+    assert mock_llm.chat_requests == []  # none of them reached the model
 
 
 async def test_an_unknown_slash_word_goes_to_the_model(
