@@ -184,12 +184,11 @@ def _server_argv(args: argparse.Namespace) -> list[str]:
         ("--script", "script"),
         ("--max-turn-requests", "max_turn_requests"),
         ("--context-window", "context_window"),
-        ("--model", "model"),
         ("--config", "config"),
     ):
         value = getattr(args, attr, None)
         if value is not None:
-            path = attr != "max_turn_requests"
+            path = attr in ("script", "config")  # files: the server may run elsewhere
             argv += [flag, str(Path(value).resolve()) if path else str(value)]
     for model in getattr(args, "model", None) or []:
         argv += ["--model", model]

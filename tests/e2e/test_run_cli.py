@@ -60,6 +60,16 @@ def test_run_prints_the_streamed_reply(tmp_path: Path) -> None:
     assert "hmm" in done.stderr
 
 
+def test_run_passes_its_serving_options_on(tmp_path: Path) -> None:
+    # The server it starts gets the same settings, as numbers where they are numbers.
+    script = write_script(tmp_path, [{"text": "Fine."}])
+    done = run(
+        tmp_path, "--script", script, "--context-window", "32768", "--max-turn-requests", "3", "Hi"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Fine.\n"
+
+
 def test_run_separates_the_replies_of_separate_model_rounds(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
     rounds: list[dict[str, object]] = [
