@@ -12,7 +12,7 @@ told the user; the session makes it at the first turn and again when its backend
 - `after_overflow`: a context-overflow error teaches the window (the loop compacts and retries
   that request once);
 - `after_round`: the silent-truncation guard (warn once per session, compact before the next
-  request) and a `usage_update`;
+  request) and a `usage_update`, with the session's cost when the model has a price;
 - `clip`: a tool result larger than the room that remains is clipped.
 """
 
@@ -27,6 +27,7 @@ from typing import Any
 
 from acp_server import updates
 from acp_server.backends import Backend
+from acp_server.backends.providers import Price
 from acp_server.context import (
     ContextBudget,
     Fit,
@@ -68,11 +69,32 @@ class SummaryFailed(Exception):
     """The summary round ended on an error (the compaction falls back to truncation)."""
 
 
+@dataclass
+class Spending:
+    """What a session has cost, in US dollars, from the tokens the servers reported and the
+    prices of the configuration file (per million tokens). It is the session's, so it outlives
+    the budget a model switch makes anew; it is not stored (a loaded session starts at zero)."""
+
+    amount: float = 0.0
+    priced: bool = False  # some round had a price: the cost is shown from then on
+
+    def add(self, price: Price | None, usage: Usage) -> None:
+        if price is not None:
+            spent = usage.prompt_tokens * price.input + usage.completion_tokens * price.output
+            self.amount += spent / 1_000_000
+            self.priced = True
+
+    @property
+    def shown(self) -> float | None:
+        return self.amount if self.priced else None
+
+
 class SessionContext:
     """One session's context: the budget, the tool profile, and what the user was told."""
 
-    def __init__(self, window: Window) -> None:
+    def __init__(self, window: Window, spending: Spending | None = None) -> None:
         self.budget = ContextBudget(window)
+        self.spending = spending or Spending()
         self.warned = False  # the truncation warning is given once per session
         self.due = False  # compact before the next request (the truncation guard fired)
         self._profile: tuple[tuple[int, tuple[str, ...]], ToolProfile] | None = None
@@ -100,6 +122,7 @@ class TurnContext:
     emit: Emit
     store: StoreHistory  # records a rebuilt history (compaction, /clear)
     compaction_updates: bool = False  # the client shows `compaction_update`s
+    price: Price | None = None  # of the turn's model (None: its cost is not known)
     warnings: list[str] = field(default_factory=list)  # said when the turn ends
     fit: Fit | None = None  # the last request's fit
     _request: tuple[str, tuple[ToolSpec, ...]] = ("", ())
@@ -148,7 +171,7 @@ class TurnContext:
         self.store(list(result.history))
         log.info("context: %s %s", result.describe(), "; ".join(result.problems))
         shown.ended("completed", result.describe(), result.summary)
-        self.emit(updates.usage(result.after, self.budget.window.size))
+        self._usage(result.after)
         return result.describe()
 
     async def _summarize(self, request: ModelRequest) -> str | None:
@@ -157,6 +180,8 @@ class TurnContext:
         async for event in self.backend.stream(request):
             if isinstance(event, TextDelta):
                 text.append(event.text)
+            elif isinstance(event, Usage):
+                self.session.spending.add(self.price, event)
             elif isinstance(event, StreamError):
                 if event.overflow is not None:
                     self.budget.after_overflow(event.overflow)
@@ -179,7 +204,8 @@ class TurnContext:
         fit = self.fit
         if fit is None:
             return
-        window = self.budget.window
+        if usage is not None:
+            self.session.spending.add(self.price, usage)
         if usage is not None and usage.prompt_tokens > 0:
             lowered = self.budget.after_round(fit, usage.prompt_tokens)
             if lowered is not None:
@@ -187,7 +213,11 @@ class TurnContext:
             used = usage.prompt_tokens + usage.completion_tokens
         else:
             used = fit.used + reply_tokens
-        self.emit(updates.usage(used, window.size))
+        self._usage(used)
+
+    def _usage(self, used: int) -> None:
+        size = self.budget.window.size
+        self.emit(updates.usage(used, size, self.session.spending.shown))
 
     def _truncated(self, fit: Fit, kept: int) -> None:
         self.session.due = True

@@ -42,7 +42,7 @@ from acp_server.transcript import NullRecorder, Recorder
 
 if TYPE_CHECKING:
     from acp_server.agent import StopReason, ToolRunner, TurnFailure
-    from acp_server.agent_context import SessionContext, TurnContext
+    from acp_server.agent_context import SessionContext, Spending, TurnContext
     from acp_server.choices import ModelChoice
     from acp_server.models import ModelEntry
 
@@ -96,6 +96,7 @@ class Session(ModelChoosing):
         self._send_update = send_update
         self._tools: ToolRunner | None = None
         self._context: SessionContext | None = None  # made at the first turn
+        self._spending: Spending | None = None  # what the session cost (made with the context)
         self.commands = CommandTable((*BUILTIN, *CHOICE_COMMANDS))
         self._command_emit: Emit | None = None  # while a slash command runs
         self._queue = asyncio.Lock()
@@ -274,7 +275,8 @@ class Session(ModelChoosing):
         if self._context is None:
             window = Window(configured=self._settings.context_window)
             window.reserve = self._settings.reply_reserve
-            self._context = SessionContext(window)
+            self._context = SessionContext(window, self._spending)
+            self._spending = self._context.spending  # the session's, across model switches
         context = self._context
         if context.window.discovered is None:
             context.window.discovered = await self._window_lookup(backend)
@@ -284,6 +286,7 @@ class Session(ModelChoosing):
             emit,
             store=self._recorder.history,
             compaction_updates=self._editor.can_show_compaction,
+            price=self.choice.entry.price if self.choice and self.choice.entry else None,
         )
 
     def _emitter(self) -> tuple[Emit, Callable[[], None]]:

@@ -23,9 +23,13 @@ def message_chunk(kind: str, text: str, message_id: str | None) -> Update:
     return update
 
 
-def usage(used: int, size: int) -> Update:
-    """How full the model's context is (editors show it as a meter)."""
-    return {"sessionUpdate": "usage_update", "used": max(used, 0), "size": max(size, 1)}
+def usage(used: int, size: int, cost: float | None = None) -> Update:
+    """How full the model's context is (editors show it as a meter), and what the session has
+    cost so far in US dollars when that is known."""
+    update: Update = {"sessionUpdate": "usage_update", "used": max(used, 0), "size": max(size, 1)}
+    if cost is not None:
+        update["cost"] = {"amount": round(cost, 6), "currency": "USD"}
+    return update
 
 
 def tool_call(
