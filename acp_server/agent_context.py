@@ -6,7 +6,8 @@ told the user; the session makes it at the first turn and again when its backend
 
 - `prepare` before every model request: fits / compact first / the fixed parts alone are too
   large (then the history is untouched and the returned text says which part, by how much);
-- `compact`: the stages of `context.compact` with the turn's backend as the summary model,
+- `compact`: the stages of `context.compact` with the compaction model of the configuration
+  file as the summary model when there is one, else the turn's backend,
   shown as it runs (`compaction_update`s, or a "Compacting conversation" card) and stored (the
   rebuilt history goes to the recorder as one event);
 - `after_overflow`: a context-overflow error teaches the window (the loop compacts and retries
@@ -123,6 +124,7 @@ class TurnContext:
     store: StoreHistory  # records a rebuilt history (compaction, /clear)
     compaction_updates: bool = False  # the client shows `compaction_update`s
     price: Price | None = None  # of the turn's model (None: its cost is not known)
+    summarizer: tuple[Backend, Price | None] | None = None  # a compaction model, and its price
     warnings: list[str] = field(default_factory=list)  # said when the turn ends
     fit: Fit | None = None  # the last request's fit
     _request: tuple[str, tuple[ToolSpec, ...]] = ("", ())
@@ -177,13 +179,15 @@ class TurnContext:
     async def _summarize(self, request: ModelRequest) -> str | None:
         """The summary round: tool-free, its text collected; an error raises SummaryFailed."""
         text: list[str] = []
-        async for event in self.backend.stream(request):
+        backend, price = self.summarizer or (self.backend, self.price)
+        async for event in backend.stream(request):
             if isinstance(event, TextDelta):
                 text.append(event.text)
             elif isinstance(event, Usage):
-                self.session.spending.add(self.price, event)
+                self.session.spending.add(price, event)
             elif isinstance(event, StreamError):
-                if event.overflow is not None:
+                # Another model's window is not this session's.
+                if event.overflow is not None and self.summarizer is None:
                     self.budget.after_overflow(event.overflow)
                 raise SummaryFailed(event.message)
         return "".join(text)

@@ -7,6 +7,7 @@ the session asks it for:
 - `options()`: the `model` and `thought_level` config options (after `mode`);
 - `choose_model(value)` / `choose_level(value)`: a new choice, or -32602 naming the value; the
   level the user chose is kept, and the one in effect is re-clamped to what the model supports;
+- `compaction()`: the configuration file's `compaction_model` for the summaries, when usable;
 - `backend()`: the chosen model's backend, wrapped so that a server refusing images marks the
   model text-only and the round is asked again, once, with notes in their place
   (`ImageRetry`);
@@ -49,6 +50,7 @@ class ModelChoice:
         self.catalogue = catalogue
         self.entry = entry
         self.chosen_level = chosen  # what the user chose; `level` is what the model gets
+        self._unusable: set[str] = set()  # compaction models found unusable (told once)
 
     @classmethod
     def start(cls, source: ModelSource, stored: Mapping[str, Any]) -> ModelChoice:
@@ -107,6 +109,33 @@ class ModelChoice:
         if self.entry is None:
             raise RuntimeError("no model is chosen")
         return ImageRetry(self.source.backend(self.entry), self._images_refused)
+
+    def compaction(self) -> tuple[Backend, ModelEntry] | None:
+        """The model that writes compaction summaries when the configuration file names one
+        (`compaction_model`); None when the session's own model writes them: none is named,
+        it is the session's model, or it cannot be used (logged, with why)."""
+        value = self.catalogue.compaction
+        if value is None or self.entry is None or value == self.entry.value:
+            return None
+        from acp_server.backends.unconfigured import UnconfiguredBackend
+
+        try:
+            entry = self.catalogue.resolve(value, "compaction_model")
+            backend = self.source.backend(entry)
+        except Exception as exc:
+            problem = str(exc)
+        else:
+            if not isinstance(backend, UnconfiguredBackend):
+                return backend, entry
+            problem = backend.message
+        if value not in self._unusable:  # once per session, not at every turn
+            self._unusable.add(value)
+            log.warning(
+                "the compaction model %s cannot be used, the session's model summarizes: %s",
+                value,
+                problem,
+            )
+        return None
 
     def _images_refused(self) -> None:
         if self.entry is not None:

@@ -287,6 +287,7 @@ class Session(ModelChoosing):
             store=self._recorder.history,
             compaction_updates=self._editor.can_show_compaction,
             price=self.choice.entry.price if self.choice and self.choice.entry else None,
+            summarizer=self._summarizer(),
         )
 
     def _emitter(self) -> tuple[Emit, Callable[[], None]]:

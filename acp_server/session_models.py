@@ -22,6 +22,7 @@ from acp_server.transcript import NullRecorder, Recorder
 
 if TYPE_CHECKING:
     from acp_server.choices import ModelChoice
+    from acp_server.configfile import Price
     from acp_server.models import ModelEntry
 
 SendUpdate = Callable[[str, updates.Update], None]
@@ -90,6 +91,12 @@ class ModelChoosing:
         if not self._queue.locked():
             self._carry_over()
         self._choice_changed()
+
+    def _summarizer(self) -> tuple[Backend, Price | None] | None:
+        """The compaction model of the configuration file and its price (None: the session's
+        model writes the summaries)."""
+        found = self.choice.compaction() if self.choice is not None else None
+        return (found[0], found[1].price) if found is not None else None
 
     def describe_choices(self, config_id: str) -> str:
         """A config option's choices in words, for /model and /mode."""
