@@ -50,9 +50,10 @@ exit status:
   1    the turn failed: no usable model (none configured, a missing API key), the model
        server could not be reached or kept failing, or the agent or its server failed;
        stderr says what happened
-  2    the command line cannot work: an unknown option, a malformed --model or
-       ACP_SERVER_MODEL, a --script that is missing or invalid, a --cwd that is not a
-       directory (nothing was started)
+  2    the command line cannot work: an unknown option, a --model or ACP_SERVER_MODEL
+       that names no known provider (built in or in the configuration file), a
+       configuration file with a mistake, a --script that is missing or invalid, a --cwd
+       that is not a directory (nothing was started)
   3    the agent stopped before it finished: the model's output limit (max_tokens), the
        --max-turn-requests limit, or the model refused
   130  interrupted: Ctrl-C cancelled the turn

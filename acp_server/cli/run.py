@@ -4,7 +4,8 @@ It is what an editor does, minus the editor: spawn `acp-server serve`, initializ
 session, send one prompt and print the streamed reply. The reply goes to stdout; thoughts, tool
 activity, notices and failures go to stderr, so `acp-server run … > answer.md` keeps only the
 answer, and the exit status says whether there was one (the codes are below and in
-`run --help`). A command line that cannot work (a malformed `--model`, a `--script` that cannot
+`run --help`). A command line that cannot work (a `--model` that neither the built-in providers
+nor the configuration file know, a configuration file with a mistake, a `--script` that cannot
 be read, a `--cwd` that is not a directory) is refused before any server starts.
 """
 
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from acp_server.backends.scripted import ScriptError, load_script
-from acp_server.backends.select import ModelSpec, ModelSpecError
 from acp_server.errors import ConnectionClosed, RemoteError
 from acp_server.jsonrpc import Connection, Params
 
@@ -151,12 +151,26 @@ def command_line_problem(args: argparse.Namespace) -> str | None:
         except ScriptError as exc:
             return str(exc) if given else f"ACP_SERVER_SCRIPT: {exc}"
         return None  # a script replaces the model: --model does not matter
+    return model_problem(args)
+
+
+def model_problem(args: argparse.Namespace) -> str | None:
+    """Why the models named cannot be used, checked as `serve` checks them: against the
+    built-in providers and those of the configuration file (`--config`, ACP_SERVER_CONFIG, or
+    the usual place), which must itself be readable."""
+    from acp_server.configfile import ConfigError, config_path, load_config
+    from acp_server.models import MODEL_ENV, ModelChoiceError, build_catalogue, model_values
+
     given = getattr(args, "model", None)
-    for model in given or [m for m in os.environ.get("ACP_SERVER_MODEL", "").split(",") if m]:
-        try:
-            ModelSpec.parse(model.strip())
-        except ModelSpecError as exc:
-            return str(exc) if given else f"ACP_SERVER_MODEL: {exc}"
+    path, named = config_path(getattr(args, "config", None), os.environ)
+    try:
+        build_catalogue(
+            model_values(given, os.environ), load_config(path, os.environ, must_exist=named)
+        )
+    except ConfigError as exc:
+        return str(exc)
+    except ModelChoiceError as exc:
+        return str(exc) if given else f"{MODEL_ENV}: {exc}"
     return None
 
 

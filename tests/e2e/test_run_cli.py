@@ -166,7 +166,7 @@ def test_run_on_a_hosted_api_without_a_key_names_the_variable_at_once(
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--model", "gpt-4"], "DIALECT:MODEL"),
+        (["--model", "gpt-4"], "PROVIDER:MODEL"),
         (["--script", "missing.json"], "Cannot read the script"),
         (["--script", "broken.json"], "not valid JSON"),
         (["--script", "ok.json", "--cwd", "no/such/dir"], "no/such/dir"),
@@ -188,7 +188,7 @@ def test_run_refuses_a_wrong_command_line_with_exit_2(
 def test_run_reads_a_malformed_model_from_the_environment_as_a_usage_error(tmp_path: Path) -> None:
     done = run(tmp_path, "hello", ACP_SERVER_MODEL="mistral:large")
     assert done.returncode == 2
-    assert "ACP_SERVER_MODEL" in done.stderr and "DIALECT:MODEL" in done.stderr
+    assert "ACP_SERVER_MODEL" in done.stderr and "PROVIDER:MODEL" in done.stderr
 
 
 def test_run_help_documents_the_exit_codes() -> None:
