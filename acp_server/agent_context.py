@@ -52,6 +52,21 @@ from acp_server.messages import (
 
 log = logging.getLogger(__name__)
 
+WINDOW_LOOKUP_SECONDS = 3.0
+
+
+async def reported_window(backend: Backend) -> int | None:
+    """The window the model server reports; None when it does not say (or fails to)."""
+    try:
+        # Not `asyncio.wait_for`: on Python 3.11 it swallows a cancel that arrives as the
+        # lookup finishes, and the cancelled turn would then run to its end.
+        async with asyncio.timeout(WINDOW_LOOKUP_SECONDS):
+            return await backend.context_window()
+    except (TimeoutError, Exception):
+        log.debug("context window lookup failed", exc_info=True)
+        return None
+
+
 Emit = Callable[[updates.Update], None]
 StoreHistory = Callable[[list[Message]], None]
 RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep

@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Emit = Callable[[updates.Update], None]
-WINDOW_LOOKUP_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -254,22 +253,11 @@ class Session(ModelChoosing):
             return text
         return None
 
-    async def _window_lookup(self, backend: Backend) -> int | None:
-        """The window the model server reports; None when it does not say (or fails to)."""
-        try:
-            # Not `asyncio.wait_for`: on Python 3.11 it swallows a cancel that arrives as the
-            # lookup finishes, and the cancelled turn would then run to its end.
-            async with asyncio.timeout(WINDOW_LOOKUP_SECONDS):
-                return await backend.context_window()
-        except (TimeoutError, Exception):
-            log.debug("context window lookup failed", exc_info=True)
-            return None
-
     async def _turn_context(self, backend: Backend, emit: Emit) -> TurnContext:
         """The context steps for a turn with `backend`: the session's budget (made at the
         first turn and for each new backend), the window the server reports looked up until
         it answers."""
-        from acp_server.agent_context import SessionContext, TurnContext
+        from acp_server.agent_context import SessionContext, TurnContext, reported_window
         from acp_server.context import Window
 
         if self._context is None:
@@ -279,7 +267,7 @@ class Session(ModelChoosing):
             self._spending = self._context.spending  # the session's, across model switches
         context = self._context
         if context.window.discovered is None:
-            context.window.discovered = await self._window_lookup(backend)
+            context.window.discovered = await reported_window(backend)
         return TurnContext(
             context,
             backend,
