@@ -5,6 +5,8 @@ every frame is schema-valid — and the steps are bounded."""
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,6 +87,9 @@ async def test_a_long_session_overflows_a_small_real_window_and_every_turn_compl
         server = await server_factory(
             "--model", f"openai:{llama.model}", "--max-turn-requests", "2", env=env
         )
+        # A tool call that needs permission is refused at once: an unanswered request would
+        # hold the turn until the test times out.
+        FakeEditor(fs=False, terminal=False, choose=lambda params: "reject_once").attach(server)
         await server.request("initialize", {"protocolVersion": 1})
         answer = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
         session = answer["result"]["sessionId"]
@@ -92,7 +97,9 @@ async def test_a_long_session_overflows_a_small_real_window_and_every_turn_compl
         for n in range(20):
             text = f"Note {n}: {NOTE}\nReply with one short sentence, no tools."
             params = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+            started = time.monotonic()
             reply, before = await server.response(await server.call("session/prompt", params), 120)
+            print(f"turn {n}: {time.monotonic() - started:.1f} s {reply['result']}", file=sys.stderr)
             result = reply["result"]
             assert result["stopReason"] in ("end_turn", "max_tokens", "max_turn_requests"), reply
             assert "turnFailed" not in result.get("_meta", {}).get("acpServer", {}), (n, reply)
