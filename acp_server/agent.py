@@ -190,10 +190,12 @@ async def _request(turn: Turn) -> _Reply:
 
 async def _model_round(turn: Turn, tools: tuple[ToolSpec, ...]) -> _Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
+    limit = turn.context.session.reply_limit() if turn.context is not None else None
     request = ModelRequest(
         messages=tuple(turn.history),
         tools=tools,
         system=turn.system,
+        max_tokens=limit,
         thought_level=turn.thought_level,
     )
     message_id = f"msg_{uuid.uuid4().hex}"

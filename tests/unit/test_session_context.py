@@ -117,3 +117,18 @@ async def test_a_second_overflow_of_the_same_request_fails_the_turn(tmp_path: Pa
     outcome = await session.prompt(text_message("user", "hi"))
     assert outcome.failure is not None and outcome.failure.reason == "model"
     assert len([r for r in backend.requests if r.purpose == "turn"]) == 2  # no loop
+
+
+async def test_a_small_known_window_caps_the_reply_at_the_reserve(tmp_path: Path) -> None:
+    """A small local model told nothing rambles until its window is full (minutes on a CPU);
+    a hosted model with a large or unknown window keeps its own default."""
+    rounds = [{"text": "Short answer."}] * 3
+    small, _ = session_of(tmp_path, backend := ScriptedBackend.from_rounds(rounds), 4096)
+    await small.prompt(text_message("user", "hello"))
+    assert backend.requests[-1].max_tokens == 1024  # the reply reserve of a 4,096 window
+    large, _ = session_of(tmp_path, backend := ScriptedBackend.from_rounds(rounds), 65536)
+    await large.prompt(text_message("user", "hello"))
+    assert backend.requests[-1].max_tokens is None
+    unknown, _ = session_of(tmp_path, backend := ScriptedBackend.from_rounds(rounds), 0)
+    await unknown.prompt(text_message("user", "hello"))
+    assert backend.requests[-1].max_tokens is None
