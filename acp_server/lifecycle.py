@@ -33,24 +33,22 @@ PAGE_SIZE = 50
 
 async def load(sessions: Sessions, params: dict[str, Any]) -> dict[str, Any]:
     check("session/load", "acp/session_load.json", params)
-    session = await sessions.restore(
-        params["sessionId"],
-        absolute_dir(params["cwd"], "cwd"),
-        directories(params),
-        params.get("mcpServers"),
-        replay=True,
-    )
-    return session.state()
+    return await _restore(sessions, params, replay=True)
 
 
 async def resume(sessions: Sessions, params: dict[str, Any]) -> dict[str, Any]:
     check("session/resume", "acp/session_resume.json", params)
+    return await _restore(sessions, params, replay=False)
+
+
+async def _restore(sessions: Sessions, params: dict[str, Any], *, replay: bool) -> dict[str, Any]:
+    """Load and resume alike: the stored session made live again (replayed for load)."""
     session = await sessions.restore(
         params["sessionId"],
         absolute_dir(params["cwd"], "cwd"),
         directories(params),
         params.get("mcpServers"),
-        replay=False,
+        replay=replay,
     )
     return session.state()
 
