@@ -127,8 +127,8 @@ class Connection:
 
     async def _finish_received(self) -> None:
         """At end of input, answer every request already received; ours can get no answer."""
-        # `printf '<initialize>\n<session/new>\n' | agent` is how scripted tests drive an agent:
-        # cancelling at EOF answered session/new with -32800.
+        # Piping a few requests and closing stdin is how scripted tests drive a server:
+        # cancelling at EOF answered the last of them with -32800.
         self._input_closed = True
         self._fail_pending("the client closed its input, so it can no longer answer requests")
         while running := [t for t in (*self._inflight.values(), *self._background) if not t.done()]:

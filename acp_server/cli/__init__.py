@@ -73,6 +73,12 @@ def _positive(text: str) -> int:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
+    """The options every way of serving takes: what answers, and what is logged."""
+    _model_options(parser)
+    _log_options(parser)
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--script",
         metavar="FILE",
@@ -112,6 +118,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="the model's context window in tokens, when its server does not say or says "
         "wrong (also ACP_SERVER_CONTEXT_WINDOW; the smallest known window is used)",
     )
+
+
+def _log_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level",
         choices=["debug", "info", "warning", "error"],
@@ -127,19 +136,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="acp-server",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"acp-server {__version__}")
-    _common(parser)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    # Some editor configurations launch agents as `agent acp`: accept that spelling too.
-    serve = sub.add_parser("serve", aliases=["acp"], help="serve ACP on stdin/stdout (the default)")
-    _common(serve)
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`acp-server run`: the headless client."""
     run = sub.add_parser(
         "run",
         help="send one prompt through a real server and print the reply",
@@ -163,6 +161,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="permission mode for the session (default: ask; `run` cannot ask you, so calls "
         "that need permission are refused unless the mode allows them)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acp-server",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"acp-server {__version__}")
+    _common(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Some editor configurations launch agents as `agent acp`: accept that spelling too.
+    serve = sub.add_parser("serve", aliases=["acp"], help="serve ACP on stdin/stdout (the default)")
+    _common(serve)
+    _add_run(sub)
     # Everything after `sessions` goes, as is, to cli.sessions (imported only then): no option
     # can start with the prefix "\0", so this parser takes none of them for itself.
     sessions = sub.add_parser(

@@ -295,10 +295,8 @@ async def _converse(conn: Connection, args: argparse.Namespace) -> dict[str, Any
 
 async def _refuse_permission(params: Params) -> dict[str, Any]:
     title = (params.get("toolCall") or {}).get("title", "a tool call")
-    print(
-        f"\n[permission] refused {title}: `acp-server run` cannot ask you interactively.",
-        file=sys.stderr,
-    )
+    refused = f"\n[permission] refused {title}: `acp-server run` cannot ask you interactively."
+    print(refused, file=sys.stderr)
     reject = next(
         (o for o in params.get("options", []) if o.get("kind") == "reject_once"),
         None,
