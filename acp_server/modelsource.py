@@ -105,19 +105,28 @@ class ModelSource:
     # ----- backends -----------------------------------------------------------------------------
 
     def backend(self, entry: ModelEntry) -> Backend:
-        """The backend of `entry` (made once per model and configuration)."""
+        """The backend of `entry` (made once per model and configuration). A model that lacks
+        its key gets the backend that says so at once; any other is built at its first use,
+        so that `session/new` does not wait for the HTTP stack to load (see deferred.py)."""
         backend = self._backends.get(entry.value)
         if backend is None:
-            from acp_server.backends.select import from_provider
+            from acp_server.backends.deferred import Deferred
+            from acp_server.backends.select import from_provider, missing_provider_key
 
-            backend = from_provider(
-                entry.provider,
-                entry.model,
-                self._env,
-                window=entry.window,
-                images=False if entry.value in self._text_only else entry.images,
-                adaptive_thinking=entry.adaptive_thinking,
-            )
+            problem = missing_provider_key(entry.provider, entry.model, self._env)
+
+            def build() -> Backend:
+                return from_provider(
+                    entry.provider,
+                    entry.model,
+                    self._env,
+                    window=entry.window,
+                    images=False if entry.value in self._text_only else entry.images,
+                    adaptive_thinking=entry.adaptive_thinking,
+                )
+
+            label = f"{entry.provider.dialect}:{entry.model}"
+            backend = build() if problem is not None else Deferred(build, label)
             self._backends[entry.value] = backend
         return backend
 
