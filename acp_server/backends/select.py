@@ -101,12 +101,6 @@ def _number(env: Mapping[str, str], name: str, default: Any, kind: Callable[[str
         return default
 
 
-def missing_key(spec: ModelSpec, env: Mapping[str, str]) -> str | None:
-    """What to do when `spec` would reach a vendor's hosted API without its key (None: the key
-    is set, or the endpoint is another server, which may need none)."""
-    return missing_provider_key(builtin_providers(env)[spec.dialect], spec.model, env)
-
-
 def missing_provider_key(provider: Provider, model: str, env: Mapping[str, str]) -> str | None:
     """What to do when a model of `provider` would be asked without the key it needs (None:
     the key is set, or none is needed). A built-in provider needs its key only on the vendor's
