@@ -1,5 +1,5 @@
-"""Settings that shape every session, and where the agent keeps its data (`data_dir`,
-`store_path`).
+"""Settings that shape every session, where the agent keeps its data (`data_dir`,
+`store_path`) and where it writes its log (`log_path`).
 
 Later: settings loaded from TOML (XDG) and the environment and validated by
 schemas/config.schema.json; for now filled from the command line and these environment
@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 STORE_FILE = "sessions.sqlite3"
+LOG_FILE = "acp-server.log"
 
 CONTEXT_WINDOW_ENV = "ACP_SERVER_CONTEXT_WINDOW"
 REPLY_RESERVE_ENV = "ACP_SERVER_REPLY_RESERVE"
@@ -112,3 +114,19 @@ def data_dir() -> Path:
 def store_path() -> Path:
     """The session store (SQLite) inside the data directory."""
     return data_dir() / STORE_FILE
+
+
+def log_dir() -> Path:
+    """Where the log file is kept: the user state directory's `log` folder
+    (`$XDG_STATE_HOME/acp-server/log`, else `~/.local/state/acp-server/log` on Linux)."""
+    if sys.platform not in ("darwin", "win32"):  # XDG, as platformdirs has it, without its import
+        base = os.environ.get("XDG_STATE_HOME", "").strip() or "~/.local/state"
+        return Path(base).expanduser() / "acp-server" / "log"
+    import platformdirs
+
+    return Path(platformdirs.user_log_dir("acp-server", appauthor=False))
+
+
+def log_path() -> Path:
+    """The log file serving writes to unless `--log-file` names another."""
+    return log_dir() / LOG_FILE

@@ -52,6 +52,16 @@ def private_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return data
 
 
+@pytest.fixture(autouse=True)
+def default_log_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every server a test starts logs into the test's own state folder, at the default level
+    (whatever the developer's environment says); returns the default log file's path."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for variable in ("ACP_SERVER_LOG", "ACP_SERVER_LOG_LEVEL", "ACP_SERVER_LOG_STDERR"):
+        monkeypatch.delenv(variable, raising=False)
+    return tmp_path / "state" / "acp-server" / "log" / "acp-server.log"
+
+
 @pytest.fixture
 def conformance(tmp_path: Path) -> Iterator[Conformance]:
     path = schema_path()

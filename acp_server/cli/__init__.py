@@ -35,11 +35,15 @@ environment:
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL  Anthropic
   OLLAMA_HOST                            Ollama (default 127.0.0.1:11434)
   ACP_SERVER_SCRIPT=FILE     same as --script FILE
-  ACP_SERVER_LOG_LEVEL=LEVEL same as --log-level LEVEL
+  ACP_SERVER_LOG=LEVEL       same as --log-level LEVEL (ACP_SERVER_LOG_LEVEL, the older name)
+  ACP_SERVER_LOG_STDERR=1    same as --log-stderr
   ACP_SERVER_LOG_THIRD_PARTY=1  also log what httpx and other libraries log below warning
   ACP_SERVER_MAX_LINE_BYTES=N  the longest message line accepted (default 64 MiB)
 
-Logs never go to stdout (stdout carries the protocol); they go to stderr, errors only by default.
+Logs never go to stdout (stdout carries the protocol) and, unless --log-stderr, not to stderr
+either (editors show it): they go to a rotating log file in the user state directory
+(~/.local/state/acp-server/log/ on Linux; `acp-server doctor` says where). stderr gets only a
+fatal start-up error.
 """
 
 RUN_EPILOG = """\
@@ -125,14 +129,20 @@ def _log_options(parser: argparse.ArgumentParser) -> None:
         "--log-level",
         choices=["debug", "info", "warning", "error"],
         default=argparse.SUPPRESS,
-        help="what to log to stderr (default: error)",
+        help="how much to write to the log file (default: info; debug with --log-file)",
     )
     parser.add_argument(
         "--log-file",
         metavar="FILE",
         type=Path,
         default=argparse.SUPPRESS,
-        help="also write a detailed log (debug level) to FILE",
+        help="write the log to FILE instead of ~/.local/state/acp-server/log/acp-server.log",
+    )
+    parser.add_argument(
+        "--log-stderr",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="also write the log lines to stderr (some editors show each one as an error)",
     )
 
 

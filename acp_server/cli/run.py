@@ -209,6 +209,8 @@ def _server_argv(args: argparse.Namespace) -> list[str]:
     for flag, attr in (("--log-level", "log_level"), ("--log-file", "log_file")):
         if getattr(args, attr, None) is not None:
             argv += [flag, str(getattr(args, attr))]
+    if getattr(args, "log_stderr", False):
+        argv.append("--log-stderr")
     return argv
 
 

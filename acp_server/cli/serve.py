@@ -1,8 +1,9 @@
 """`acp-server` (or `acp-server serve`): serve ACP on stdin/stdout until stdin ends.
 
-stdout is claimed for the wire first (`stdio`), then logging is set up (stderr and the log
-file, redacted), and one `AcpAgent` serves one `Connection`. The model backend is chosen from
-the command line and the environment at the first session, not on the way to `initialize`.
+stdout is claimed for the wire first (`stdio`), then logging is set up (`logs`: a log file,
+stderr only when asked, redacted), and one `AcpAgent` serves one `Connection`. The model
+backend is chosen from the command line and the environment at the first session, not on the
+way to `initialize`.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from acp_server import __version__
+from acp_server.cli.logs import LogSetupError, configure_logging, log_plan
 from acp_server.config import Settings, SettingsError
 from acp_server.jsonrpc import DEFAULT_MAX_LINE, Connection
 from acp_server.protocol import AcpAgent
-from acp_server.redaction import RedactingFormatter
+from acp_server.redaction import redact
 from acp_server.stdio import claim_stdout, open_sink, open_source
 
 if TYPE_CHECKING:
@@ -37,29 +40,6 @@ TERMINAL_HINT = (
     'editor to drive; see `acp-server --help`, or try `acp-server run "PROMPT"`. '
     "Ctrl-D or Ctrl-C stops it."
 )
-
-
-def configure_logging(args: argparse.Namespace) -> None:
-    """stderr gets --log-level (default error); --log-file gets everything of ours (debug).
-    Other libraries' loggers stay at warning: at debug, httpx and httpcore print request and
-    response headers. ACP_SERVER_LOG_THIRD_PARTY=1 lets them log at our level. Every line is
-    redacted, so no API key reaches a log either way."""
-    level_name = getattr(args, "log_level", None) or os.environ.get("ACP_SERVER_LOG_LEVEL", "error")
-    level = getattr(logging, level_name.upper(), logging.ERROR)
-    log_file = getattr(args, "log_file", None)
-    ours = logging.DEBUG if log_file is not None else level
-    logging.getLogger("acp_server").setLevel(ours)
-    third_party = os.environ.get("ACP_SERVER_LOG_THIRD_PARTY", "") not in ("", "0")
-    root = logging.getLogger()
-    root.setLevel(ours if third_party else max(ours, logging.WARNING))
-    stderr = logging.StreamHandler(sys.stderr)
-    stderr.setLevel(level)
-    stderr.setFormatter(RedactingFormatter("acp-server %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(stderr)
-    if log_file is not None:
-        handler = logging.FileHandler(log_file, encoding="utf-8")
-        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
 
 
 def _script(args: argparse.Namespace) -> str | None:
@@ -95,19 +75,42 @@ def model_source(args: argparse.Namespace) -> ModelSource | None:
     return ModelSource(values, os.environ, path, must_exist=named)
 
 
+def _first_session(args: argparse.Namespace) -> ModelSource | None:
+    """The model source, made at the first session, which also writes the log's first line
+    (not before `initialize`: the first line opens the log file, ~3 ms)."""
+    log.info(
+        "acp-server %s (Python %s, pid %d) serving with arguments %s",
+        __version__,
+        sys.version.split()[0],
+        os.getpid(),
+        sys.argv[1:],
+    )
+    return model_source(args)
+
+
 def serve(args: argparse.Namespace) -> int:
     """Serve ACP on stdin/stdout until stdin closes or a SIGTERM/SIGINT arrives; exit 0."""
     try:
         window = getattr(args, "context_window", None)
         settings = Settings.from_env(os.environ, context_window=window)
-    except SettingsError as exc:
+        plan = log_plan(args, os.environ)
+    except (SettingsError, LogSetupError) as exc:
         print(f"acp-server: {exc}", file=sys.stderr)
         return 2
     wire_fd = claim_stdout()
-    configure_logging(args)
+    configure_logging(plan)
     if os.isatty(0):
         print(TERMINAL_HINT, file=sys.stderr, flush=True)
-    asyncio.run(_serve(wire_fd, args, settings))
+    try:
+        asyncio.run(_serve(wire_fd, args, settings))
+    except Exception as exc:  # a fatal error: the one thing stderr always shows
+        log.exception("the server stopped on an unexpected error")
+        print(
+            f"acp-server stopped on an unexpected error: {redact(str(exc))}. "
+            f"The details are in the log file {plan.file}.",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -131,7 +134,7 @@ async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> 
     # One backend for every session of the process, made at the first one: a script's rounds
     # run on across sessions (as documented), and a probed local model is probed once.
     agent = AcpAgent(
-        functools.cache(lambda: choose_backend(args)), settings, lambda: model_source(args)
+        functools.cache(lambda: choose_backend(args)), settings, lambda: _first_session(args)
     )
     conn = Connection(
         await open_source(0),
@@ -147,6 +150,7 @@ async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> 
         loop.add_signal_handler(sig, task.cancel)
     try:
         await task
+        log.info("stopping: the editor closed stdin")
     except asyncio.CancelledError:
         log.info("stopping on a signal")
     finally:

@@ -127,7 +127,7 @@ async def test_an_error_the_editor_answers_is_a_worded_tool_failure(
     (tmp_path / "notes.txt").write_text("alpha\n", encoding="utf-8")
     seen = {"text": "I see.", "expect": {"contains": ["Quota exceeded", '"limit": 4', "term_2"]}}
     server: RawServer = await server_factory(
-        "--script", str(script([tool, seen])), "--log-level", "warning"
+        "--script", str(script([tool, seen])), "--log-level", "warning", "--log-stderr"
     )
     editor = FakeEditor(fs=True, terminal=True)
     session = await open_session(server, editor, tmp_path, mode)

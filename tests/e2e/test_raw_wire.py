@@ -530,7 +530,7 @@ async def test_late_answer_to_a_cancelled_permission_request_is_not_a_warning(
     editors such as agent-shell show as an error."""
     command = {"name": "run_command", "arguments": {"command": "touch made.txt"}}
     path = script([{"tool_calls": [command]}, {"text": "never"}])
-    server = await server_factory("--script", str(path), "--log-level", "warning")
+    server = await server_factory("--script", str(path), "--log-level", "warning", "--log-stderr")
     session = await server.handshake(str(tmp_path))
     req = await prompt(server, session)
     frames = await server.until(lambda f: f.get("method") == "session/request_permission")

@@ -91,6 +91,7 @@ async def test_a_debug_log_has_no_key_and_no_http_library_chatter(
         "debug",
         "--log-file",
         str(log_file),
+        "--log-stderr",
         env=model_env(mock_llm, key),
     )
     session = await server.handshake(str(tmp_path))

@@ -29,6 +29,8 @@ Ollama's native shapes), and signs each thinking block for the model that made i
 (`signatures`: signature -> model). Records: `requests` (every request, body included),
 `counted` (the prompt tokens of each chat request that passed the validator), `overflows`
 (requests refused for the window), `invalid` ((request, reason) refused by a strict check).
+`api_key=K` refuses (HTTP 401) every request that does not carry K (`Authorization: Bearer K`
+or `x-api-key: K`), as a server that needs a key does.
 
 Endpoints: `POST /v1/chat/completions` (OpenAI SSE), `POST /v1/messages` (Anthropic SSE),
 `POST /api/chat` (Ollama NDJSON), and discovery: `GET /v1/models`, `GET /props` (llama.cpp),

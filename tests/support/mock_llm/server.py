@@ -62,8 +62,10 @@ class MockLLM:
         responder: Responder | None = None,
         strict_tools: bool = False,
         strict_dialect: bool = False,
+        api_key: str | None = None,
     ) -> None:
         self.url = ""
+        self.api_key = api_key  # when set, a request without it is refused with HTTP 401
         self.requests: list[Recorded] = []
         self.info: dict[str, Any] = {"model": "mock-model"}
         self.window = window
@@ -154,8 +156,16 @@ class MockLLM:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
+    def _authorized(self, req: Recorded) -> bool:
+        given = (req.headers.get("authorization", ""), req.headers.get("x-api-key", ""))
+        return self.api_key is None or f"Bearer {self.api_key}" in given or self.api_key in given
+
     async def _route(self, req: Recorded, out: ResponseWriter) -> None:
-        if req.method == "POST" and req.path in CHAT_PATHS:
+        if not self._authorized(req):
+            dialect = CHAT_PATHS.get(req.path, openai.DIALECT)
+            body = dialect.error_body(401, "mock: invalid API key", "authentication_error")
+            await out.whole(401, body)
+        elif req.method == "POST" and req.path in CHAT_PATHS:
             await self._chat(CHAT_PATHS[req.path], req, out)
         elif req.method == "GET" and req.path in ("/v1/models", "/models"):
             await out.whole(200, discovery.models(self.info))
