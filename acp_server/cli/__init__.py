@@ -3,7 +3,9 @@
 - `acp-server` (or `serve`): serve ACP on stdin/stdout, what editors run (`serve.py`);
 - `acp-server run "PROMPT"`: a headless client that drives a real server over pipes (`run.py`);
 - `acp-server sessions [export ID]`: the stored sessions, listed or exported (`sessions.py`,
-  rendering in `export.py`).
+  rendering in `export.py`);
+- `acp-server doctor`: checks the setup, one line per check (`doctor.py`, checks in
+  `acp_server.doctor`).
 
 Only the chosen command's module is imported: serving must reach the `initialize` answer fast.
 """
@@ -24,6 +26,7 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
   acp-server run "PROMPT"         start a server, send one prompt, print the streamed reply
   acp-server sessions [export ID] list the stored sessions; export one as Markdown or JSON
   acp-server config               print the configuration in effect (secrets masked)
+  acp-server doctor [--live]      check the setup: models, servers, keys, store, log, editor
 """
 
 EPILOG = """\
@@ -203,7 +206,27 @@ def build_parser() -> argparse.ArgumentParser:
         "the built-in ones, with keys named (and whether they are set), never shown.",
     )
     _common(config)
+    _add_doctor(sub)
     return parser
+
+
+def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`acp-server doctor`: what stands between the user and a working agent."""
+    doctor = sub.add_parser(
+        "doctor",
+        help="check the setup: configuration, model servers and keys, models, store, log "
+        "file, the command an editor needs (exit 1 if something fails)",
+        description="Check everything the agent needs, one line per check, each problem with "
+        "what to do. Exit status 1 when a check fails, else 0.",
+    )
+    _common(doctor)
+    doctor.add_argument(
+        "--live",
+        action="store_true",
+        help="also send the model new sessions start with one tiny request offering a tool, "
+        "to see that it calls tools (costs a few tokens on a hosted API)",
+    )
+    # Issue 12: `--mcp JSON` (check MCP servers as an editor would hand them over) goes here.
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         from acp_server.cli.showconfig import show_config
 
         return show_config(args)
+    if args.command == "doctor":
+        from acp_server.cli.doctor import doctor
+
+        return doctor(args)
     if args.command == "run":
         from acp_server.cli.run import run_headless
 

@@ -20,6 +20,8 @@ PACKAGE = Path(acp_server.__file__).parent
 # wire sits below the protocol, and above the sessions and the agent, which never touch it.
 LAYERS: Layers = [
     ("command line", ["__main__", "cli"]),
+    # `acp-server doctor`'s checks: they read the configuration and ask the model servers.
+    ("doctor", ["doctor"]),
     ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
     ("wire", ["jsonrpc", "jsonline", "stdio"]),
     ("session registry", ["registry"]),

@@ -1,0 +1,71 @@
+"""`acp-server doctor`: check the configuration, the model servers and their models, the
+session store, the log file and the command an editor needs; one line per check (see
+`acp_server.doctor`), exit status 1 when one fails, else 0."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from acp_server import __version__
+from acp_server.cli.logs import LogSetupError, log_plan
+from acp_server.doctor import Check, fail, render
+from acp_server.doctor.local import (
+    editor_command_check,
+    log_check,
+    permissions_check,
+    store_check,
+)
+from acp_server.doctor.setup import read_setup
+
+if TYPE_CHECKING:
+    from acp_server.models import ModelEntry
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1
+
+
+def doctor(args: argparse.Namespace) -> int:
+    print(f"acp-server {__version__} on Python {sys.version.split()[0]} ({sys.executable})")
+    checks = asyncio.run(gather(args, os.environ))
+    render(checks, sys.stdout)
+    return EXIT_PROBLEM if any(check.status == "fail" for check in checks) else EXIT_OK
+
+
+async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check]:
+    """Every check, in the order a person would fix things."""
+    from acp_server.doctor.servers import first_model, server_checks
+
+    setup = read_setup(getattr(args, "config", None), getattr(args, "model", None), env)
+    remote, catalogue = await server_checks(setup, env)
+    checks = [*setup.checks, *remote]
+    if getattr(args, "live", False):
+        checks.append(await _live(checks, first_model(catalogue), env))
+    checks += [store_check(), permissions_check(), _log(args, env), editor_command_check()]
+    # Issue 12 adds `doctor --mcp JSON` here: the MCP servers' checks (cli/doctor_mcp.py).
+    return checks
+
+
+async def _live(checks: list[Check], entry: ModelEntry | None, env: Mapping[str, str]) -> Check:
+    from acp_server.doctor.live import live_check
+
+    if entry is None:
+        return fail("Live test: there is no model to ask", "Set one up first (see above).")
+    if any(check.status == "fail" for check in checks):
+        return fail(
+            f"Live test of {entry.value}: not tried", "Fix the problems above first, then again."
+        )
+    return await live_check(entry, env)
+
+
+def _log(args: argparse.Namespace, env: Mapping[str, str]) -> Check:
+    try:
+        plan = log_plan(args, env)
+    except LogSetupError as exc:
+        return fail("Log file: the log level cannot be used", str(exc))
+    return log_check(plan.file, logging.getLevelName(plan.level).lower())

@@ -1,0 +1,97 @@
+"""Which model servers the doctor asks, and what new sessions would start with.
+
+Asked: the server of every model named (command line, ACP_SERVER_MODEL, the configuration
+file); every provider the file adds; a hosted API whose key or address is set in the
+environment (its key is checked even when no model names it); Ollama when OLLAMA_HOST is set;
+and, unless ACP_SERVER_DISCOVER=0, the local servers discovery finds (Ollama, LM Studio,
+llama.cpp), each with the first model it serves. A local server that is simply not running is
+not a problem unless a model needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import httpx
+
+from acp_server.backends.discover import discover
+from acp_server.backends.providers import HOSTED, Provider
+from acp_server.doctor import Check, fail, ok
+from acp_server.doctor.remote import provider_checks
+from acp_server.doctor.setup import Setup
+from acp_server.models import Catalogue, ModelEntry
+
+NO_MODEL_ADVICE = (
+    "Run a model on this machine: install Ollama (https://ollama.com) and `ollama pull "
+    "qwen3:8b`; it is found by itself (so are LM Studio on port 1234 and llama.cpp on 8080).\n"
+    "Or use a hosted model: set OPENAI_API_KEY and add --model openai:gpt-4.1-mini (or "
+    "ANTHROPIC_API_KEY and --model anthropic:claude-sonnet-4-5).\n"
+    "Or name any OpenAI-compatible server: set OPENAI_BASE_URL=http://HOST:PORT/v1 and add "
+    "--model openai:MODEL."
+)
+
+
+def discovery_on(env: Mapping[str, str]) -> bool:
+    return env.get("ACP_SERVER_DISCOVER", "1").strip() not in ("0", "off")
+
+
+async def server_checks(setup: Setup, env: Mapping[str, str]) -> tuple[list[Check], Catalogue]:
+    """The default model's line, then each server's checks (asked all at once); the
+    catalogue with what discovery found."""
+    catalogue = setup.catalogue
+    if discovery_on(env):
+        found = await discover(list(catalogue.providers.values()))
+        catalogue = catalogue.with_discovered(found.models, found.providers)
+    groups = asked(catalogue, env)
+    async with httpx.AsyncClient() as client:
+        results = await asyncio.gather(
+            *(provider_checks(client, provider, entries, env) for provider, entries in groups)
+        )
+    return [starting_model(catalogue, env), *(c for r in results for c in r)], catalogue
+
+
+def asked(catalogue: Catalogue, env: Mapping[str, str]) -> list[tuple[Provider, list[ModelEntry]]]:
+    """The servers to ask, each with the models of it to check."""
+    picked: dict[str, list[ModelEntry]] = {}
+    for entry in catalogue.entries:
+        if entry.origin != "discovered":
+            picked.setdefault(entry.provider.name, []).append(entry)
+    for entry in catalogue.entries:
+        if entry.origin == "discovered" and entry.provider.name not in picked:
+            picked[entry.provider.name] = [entry]  # the first one it serves
+    for provider in catalogue.providers.values():
+        if provider.name not in picked and _meant(provider, env):
+            picked[provider.name] = []
+    return [(catalogue.providers[name], entries) for name, entries in picked.items()]
+
+
+def _meant(provider: Provider, env: Mapping[str, str]) -> bool:
+    """Whether the person set this provider up (then it must work, even without a model)."""
+    if provider.origin != "built in":
+        return provider.origin != "discovered"
+    hosted = HOSTED.get(provider.name)
+    if hosted is not None:
+        return bool(env.get(hosted.key_env) or env.get(hosted.base_env))
+    return provider.name == "ollama" and bool(env.get("OLLAMA_HOST"))
+
+
+def first_model(catalogue: Catalogue) -> ModelEntry | None:
+    """The model new sessions start with."""
+    chosen = catalogue.find(catalogue.default) if catalogue.default else None
+    return chosen or next(iter(catalogue.entries), None)
+
+
+def starting_model(catalogue: Catalogue, env: Mapping[str, str]) -> Check:
+    entry = first_model(catalogue)
+    if entry is not None:
+        where = "found on a local server" if entry.origin == "discovered" else entry.origin
+        others = len(catalogue.entries) - 1
+        more = f"; {others} more to switch to" if others > 0 else ""
+        return ok(f"Model: new sessions start with {entry.value} ({where}{more})")
+    off = "" if discovery_on(env) else " (looking for them is off: ACP_SERVER_DISCOVER=0)"
+    return fail(
+        "Model: none is named (--model, ACP_SERVER_MODEL, the configuration file) and no "
+        f"local model server answered{off}, so every prompt would fail",
+        NO_MODEL_ADVICE,
+    )
