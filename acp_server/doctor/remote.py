@@ -5,6 +5,7 @@ keys go only to the server they belong to and are never shown (only their variab
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -130,10 +131,15 @@ def _refused(provider: Provider, status: int, env: Mapping[str, str]) -> Check:
 
 
 def _reason(exc: httpx.HTTPError) -> str:
-    text = str(exc).strip()
-    if "refused" in text.lower():
-        return "connection refused: nothing listens there"
-    return redact(text)[:200] or type(exc).__name__
+    """Why a request failed, in words: the OS error under httpx's, where there is one."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
+            return "connection refused: nothing listens there"
+        if isinstance(cause, socket.gaierror):
+            return "the host name is not known"
+        cause = cause.__cause__ or cause.__context__
+    return redact(str(exc).strip())[:200] or type(exc).__name__
 
 
 def _json(response: httpx.Response) -> Any:
