@@ -197,3 +197,13 @@ async def test_plain_ascii_when_stdout_cannot_show_the_symbols(
     assert line(lines, "[x] Model: none is named")
     assert line(lines, "[ok] Session store: ")
     assert all(text.isascii() for text in lines)
+
+
+async def test_a_hosted_model_without_its_key_says_which_variable(
+    clean_env: dict[str, str],
+) -> None:
+    """Nothing is sent: OpenAI's own API without a key would only refuse it."""
+    code, lines, _ = await doctor({**clean_env, "ACP_SERVER_MODEL": "openai:gpt-4.1-mini"})
+    assert code == 1
+    assert line(lines, "✘ Provider openai at https://api.openai.com/v1: OPENAI_API_KEY is not set")
+    assert "https://platform.openai.com/api-keys" in advice(lines, "✘ Provider openai")
