@@ -42,7 +42,8 @@ def test_plain_ascii_where_the_symbols_cannot_be_written() -> None:
 
 
 def test_no_problem_is_said_with_the_warnings_to_read() -> None:
-    assert written([ok("A"), warn("B", "b")], "utf-8")[-1] == "No problem found (1 warning to read)."
+    last = written([ok("A"), warn("B", "b")], "utf-8")[-1]
+    assert last == "No problem found (1 warning to read)."
 
 
 def test_the_store_is_made_at_the_first_session(tmp_path: Path) -> None:
