@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from acp_server import __version__
 from acp_server.cli.logs import LogSetupError, log_plan
-from acp_server.doctor import Check, fail, render
+from acp_server.doctor import Check, fail, ok, render
 from acp_server.doctor.local import (
     editor_command_check,
     log_check,
@@ -41,11 +41,15 @@ async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check
     """Every check, in the order a person would fix things."""
     from acp_server.doctor.servers import first_model, server_checks
 
-    setup = read_setup(getattr(args, "config", None), getattr(args, "model", None), env)
-    remote, catalogue = await server_checks(setup, env)
-    checks = [*setup.checks, *remote]
-    if getattr(args, "live", False):
-        checks.append(await _live(checks, first_model(catalogue), env))
+    script = getattr(args, "script", None) or env.get("ACP_SERVER_SCRIPT")
+    if script:
+        checks = [ok(f"Model: none asked; the scripted backend plays {script}")]
+    else:
+        setup = read_setup(getattr(args, "config", None), getattr(args, "model", None), env)
+        remote, catalogue = await server_checks(setup, env)
+        checks = [*setup.checks, *remote]
+        if getattr(args, "live", False):
+            checks.append(await _live(checks, first_model(catalogue), env))
     checks += [store_check(), permissions_check(), _log(args, env), editor_command_check()]
     # Issue 12 adds `doctor --mcp JSON` here: the MCP servers' checks (cli/doctor_mcp.py).
     return checks

@@ -116,18 +116,25 @@ def _down(provider: Provider, why: str) -> Check:
 
 def _refused(provider: Provider, status: int, env: Mapping[str, str]) -> Check:
     variable = provider.api_key_env
+    name = server_name(provider)
     if variable and env.get(variable):
         hosted = HOSTED.get(provider.name)
         where = f" (keys: {hosted.keys_page})" if hosted else ""
-        advice = f"The key in {variable} is wrong or expired: set a valid one{where}."
-        line = f"{server_name(provider)}: refuses the key in {variable} (HTTP {status})"
-    else:
-        advice = (
-            f"Name the variable holding its key with `api_key_env` under [providers."
-            f"{provider.name}] in the configuration file, and set that variable."
+        return fail(
+            f"{name}: refuses the key in {variable} (HTTP {status})",
+            f"The key in {variable} is wrong or expired: set a valid one{where}.",
         )
-        line = f"{server_name(provider)}: wants an API key (HTTP {status}) and none is sent"
-    return fail(line, advice)
+    if variable:
+        return fail(
+            f"{name}: wants an API key (HTTP {status}), and {variable} is not set",
+            f"Set {variable} to its key where the agent starts (your shell, or the `env` of "
+            "the editor's agent settings).",
+        )
+    return fail(
+        f"{name}: wants an API key (HTTP {status}), and none is sent",
+        f"Name the variable holding its key with `api_key_env` under [providers."
+        f"{provider.name}] in the configuration file, and set that variable.",
+    )
 
 
 def _reason(exc: httpx.HTTPError) -> str:

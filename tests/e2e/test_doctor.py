@@ -207,3 +207,15 @@ async def test_a_hosted_model_without_its_key_says_which_variable(
     assert code == 1
     assert line(lines, "✘ Provider openai at https://api.openai.com/v1: OPENAI_API_KEY is not set")
     assert "https://platform.openai.com/api-keys" in advice(lines, "✘ Provider openai")
+
+
+async def test_a_server_that_wants_a_key_names_the_variable_to_set(
+    clean_env: dict[str, str],
+) -> None:
+    async with running_mock_llm(api_key="sk-right-0123456789abcdef") as mock:
+        code, lines, _ = await doctor(openai_env(clean_env, mock))
+    assert code == 1
+    assert line(lines, "✘ Provider openai at").endswith(
+        "wants an API key (HTTP 401), and OPENAI_API_KEY is not set"
+    )
+    assert "Set OPENAI_API_KEY" in advice(lines, "✘ Provider openai")
