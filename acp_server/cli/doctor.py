@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from acp_server import __version__
 from acp_server.cli.logs import LogSetupError, log_plan
-from acp_server.doctor import Check, fail, ok, render
+from acp_server.doctor import Check, fail, fitted, ok, render
 from acp_server.doctor.local import (
     editor_command_check,
     log_check,
@@ -31,7 +31,8 @@ EXIT_PROBLEM = 1
 
 
 def doctor(args: argparse.Namespace) -> int:
-    print(f"acp-server {__version__} on Python {sys.version.split()[0]} ({sys.executable})")
+    header = f"acp-server {__version__} on Python {sys.version.split()[0]} ({sys.executable})"
+    print(fitted(sys.stdout, header), flush=True)  # at once: the servers may take seconds
     checks = asyncio.run(gather(args, os.environ))
     render(checks, sys.stdout)
     return EXIT_PROBLEM if any(check.status == "fail" for check in checks) else EXIT_OK

@@ -58,6 +58,11 @@ def can_show(stream: TextIO, text: str) -> bool:
     return True
 
 
+def fitted(stream: TextIO, text: str) -> str:
+    """`text`, in plain ASCII if `stream` cannot write it as it is."""
+    return text if can_show(stream, text) else _ascii(text)
+
+
 def render(checks: Iterable[Check], stream: TextIO) -> None:
     """One line per check, the advice indented below it, and a closing summary."""
     listed = list(checks)
