@@ -4,6 +4,8 @@ Each check is a small function returning `Check`s: what was looked at and what w
 for a problem, what to do about it, written for someone who has not read the code. The groups:
 
 - `setup`: the configuration file and the models it (or the command line) names;
+- `servers`: which model servers are asked (the models named, the providers set up, what
+  discovery finds) and the model new sessions start with;
 - `remote`: each model server: reachable, the key accepted, the model there, its window and
   whether it calls tools (asked with one tiny request only with `--live`, in `live`);
 - `local`: the session store, the remembered permissions, the log file, and the command an
