@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -29,10 +30,11 @@ def writes(*names: str) -> Rounds:
 
 
 def on_terminal(
-    tmp_path: Path, args: list[str], answers: list[str], **env: str
+    tmp_path: Path, args: list[str], answers: list[str | None], **env: str
 ) -> tuple[int, str, str]:
     """Run `acp-server run` with stdin and stderr on a pseudo-terminal, typing one answer per
-    permission question; the exit status, stdout (a pipe) and what the terminal showed."""
+    permission question (None: Ctrl-C instead); the exit status, stdout (a pipe) and what the
+    terminal showed."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [console_script(), "run", *args],
@@ -45,7 +47,7 @@ def on_terminal(
     os.close(follower)
     with proc:
         try:
-            shown, answered = _converse(leader, answers)
+            shown, answered = _converse(leader, answers, proc)
         finally:
             os.close(leader)
             if proc.poll() is None:
@@ -56,7 +58,9 @@ def on_terminal(
     return proc.returncode, out, shown
 
 
-def _converse(leader: int, answers: list[str]) -> tuple[str, int]:
+def _converse(
+    leader: int, answers: list[str | None], proc: subprocess.Popen[bytes]
+) -> tuple[str, int]:
     shown, answered = "", 0
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -71,7 +75,11 @@ def _converse(leader: int, answers: list[str]) -> tuple[str, int]:
             break
         shown += data.decode(errors="replace")
         if shown.count(QUESTION) > answered and answered < len(answers):
-            os.write(leader, answers[answered].encode() + b"\n")
+            answer = answers[answered]
+            if answer is None:
+                proc.send_signal(signal.SIGINT)
+            else:
+                os.write(leader, answer.encode() + b"\n")
             answered += 1
     return shown, answered
 
@@ -106,6 +114,14 @@ def test_at_a_terminal_an_unknown_answer_asks_again(tmp_path: Path) -> None:
     code, _, shown = on_terminal(tmp_path, ["--script", script, "write a"], ["maybe", "y"])
     assert code == 0, shown
     assert "Please answer" in shown and (tmp_path / "a.txt").exists()
+
+
+def test_at_a_terminal_ctrl_c_while_asked_cancels_the_turn(tmp_path: Path) -> None:
+    script = write_script(tmp_path, writes("a.txt"))
+    code, out, shown = on_terminal(tmp_path, ["--script", script, "write a"], [None])
+    assert code == 130, shown
+    assert not (tmp_path / "a.txt").exists()
+    assert out == "" and "[stopped: cancelled]" in shown
 
 
 def test_thoughts_are_dimmed_on_a_terminal_unless_no_color(tmp_path: Path) -> None:
