@@ -132,7 +132,7 @@ async def _run(args: argparse.Namespace) -> int:
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdout = proc.stdout
-    printer = Printer(sys.stdout, sys.stderr)
+    printer = Printer(sys.stdout, sys.stderr, cwd=args.cwd)
     policy = choose_policy(bool(getattr(args, "yes", False)), is_terminal(sys.stdin))
     permissions = Permissions(policy, printer)
     conn = Connection(

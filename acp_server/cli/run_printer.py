@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 from acp_server.cli.export import unified_diff
@@ -35,9 +36,12 @@ def is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def diff_lines(item: dict[str, Any], style: Style) -> list[str]:
-    """An ACP diff item as unified-diff lines, coloured when the style is on."""
+def diff_lines(item: dict[str, Any], style: Style, cwd: Path) -> list[str]:
+    """An ACP diff item as unified-diff lines (the path relative to `cwd` when inside it),
+    coloured when the style is on."""
     path = str(item.get("path", ""))
+    if Path(path).is_relative_to(cwd):
+        path = str(Path(path).relative_to(cwd))
     old = item.get("oldText")
     text = unified_diff(path, old if isinstance(old, str) else None, str(item.get("newText") or ""))
     if not text:
@@ -59,9 +63,10 @@ class ToolLog:
     """Tool calls on stderr: a line when one starts, one when it ends (with why, if it failed),
     and the diff of each edit, shown once however often the editor is sent it."""
 
-    def __init__(self, err: TextIO, style: Style) -> None:
+    def __init__(self, err: TextIO, style: Style, cwd: Path) -> None:
         self.err = err
         self.style = style
+        self.cwd = cwd
         self.titles: dict[str, str] = {}
         self.shown: set[tuple[str, str]] = set()  # (path, new text) of the diffs shown
 
@@ -100,7 +105,7 @@ class ToolLog:
             key = (str(item.get("path")), str(item.get("newText")))
             if key not in self.shown:
                 self.shown.add(key)
-                self._say("\n".join(diff_lines(item, self.style)))
+                self._say("\n".join(diff_lines(item, self.style, self.cwd)))
 
     def _say(self, line: str) -> None:
         print(line, file=self.err, flush=True)
@@ -124,11 +129,13 @@ class Printer:
     to stderr with the failure instead of into the reply (see `finish`).
     """
 
-    def __init__(self, out: TextIO, err: TextIO, style: Style | None = None) -> None:
+    def __init__(
+        self, out: TextIO, err: TextIO, style: Style | None = None, cwd: Path | None = None
+    ) -> None:
         self.out = out
         self.err = err
         self.style = style or Style(err)
-        self.tools = ToolLog(err, self.style)
+        self.tools = ToolLog(err, self.style, (cwd or Path.cwd()).resolve())
         self.in_thought = False
         self.muted = False  # while a stored session is restored: nothing is shown
         self.wrote = False  # whether stdout got any reply text

@@ -7,6 +7,7 @@ import asyncio
 import io
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,7 +89,7 @@ def test_styling_only_on_a_terminal_without_no_color() -> None:
 
 def test_an_edit_diff_is_shown_once() -> None:
     err = io.StringIO()
-    printer = Printer(io.StringIO(), err, Style(err, {}))
+    printer = Printer(io.StringIO(), err, Style(err, {}), cwd=Path("/p"))
     diff = {"type": "diff", "path": "/p/a.txt", "oldText": "old\n", "newText": "new\n"}
     for status in ("pending", "completed"):
         update = {"toolCallId": "c1", "title": "Edit a.txt", "status": status, "content": [diff]}
@@ -96,4 +97,5 @@ def test_an_edit_diff_is_shown_once() -> None:
         printer.update({"update": {"sessionUpdate": kind, **update}})
     shown = err.getvalue()
     assert shown.count("-old") == 1 and shown.count("+new") == 1
+    assert "--- a/a.txt\n+++ b/a.txt\n" in shown  # relative to the session's folder
     assert "[tool completed] Edit a.txt" in shown
