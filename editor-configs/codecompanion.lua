@@ -1,5 +1,10 @@
--- CodeCompanion.nvim: acp-server as an ACP adapter.
--- CodeCompanion changes the mode only through session/set_config_option ("mode" option).
+-- CodeCompanion.nvim: acp-server as an ACP adapter. Open a chat with :CodeCompanionChat.
+--
+-- CodeCompanion starts the agent with Neovim's environment: the model and API keys set in the
+-- shell that started Neovim reach it (or use the configuration file, see the README). It
+-- changes the model, the mode and the thinking level only through session config options,
+-- which acp-server offers ("model", "mode", "thought_level"), and it can reopen a stored
+-- session (session/load).
 require("codecompanion").setup({
   adapters = {
     acp = {
@@ -10,9 +15,19 @@ require("codecompanion").setup({
           formatted_name = "acp-server",
           type = "acp",
           roles = { llm = "assistant", user = "user" },
-          opts = { vision = false },
+          -- acp-server accepts images; a model that cannot read them gets a note instead.
+          opts = { vision = true },
+          -- The console script, by absolute path (`which acp-server` in its virtual
+          -- environment). No arguments: it serves ACP on stdin/stdout by default.
           commands = { default = { "/absolute/path/to/.venv/bin/acp-server" } },
-          defaults = { mcpServers = {}, timeout = 20000 },
+          defaults = {
+            mcpServers = {},
+            -- Milliseconds to wait for an answer to each request; acp-server answers
+            -- `initialize` and `session/new` at once.
+            timeout = 20000,
+            -- The model of new chats, as PROVIDER:MODEL (the agent's model ids).
+            session_config_options = { model = "ollama:qwen3:8b", mode = "ask" },
+          },
           parameters = {
             protocolVersion = 1,
             clientCapabilities = { fs = { readTextFile = true, writeTextFile = true } },
@@ -20,6 +35,7 @@ require("codecompanion").setup({
           },
           handlers = {
             setup = function(self) return true end,
+            -- true: no `authenticate` call; keys come from the environment.
             auth = function(self) return true end,
             form_messages = function(self, messages, capabilities)
               return helpers.form_messages(self, messages, capabilities)
@@ -30,5 +46,5 @@ require("codecompanion").setup({
       end,
     },
   },
-  interactions = { chat = { adapter = { name = "acp_server" } } },
+  interactions = { chat = { adapter = { name = "acp_server", model = "ollama:qwen3:8b" } } },
 })

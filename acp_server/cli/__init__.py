@@ -60,7 +60,8 @@ exit status:
   2    the command line cannot work: an unknown option, a --model or ACP_SERVER_MODEL
        that names no known provider (built in or in the configuration file), a
        configuration file with a mistake, a --script that is missing or invalid, a --cwd
-       that is not a directory (nothing was started)
+       that is not a directory (nothing was started), a --session that names no stored
+       session
   3    the agent stopped before it finished: the model's output limit (max_tokens), the
        --max-turn-requests limit, or the model refused
   130  interrupted: Ctrl-C cancelled the turn
@@ -171,8 +172,21 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--mode",
         choices=["ask", "accept_edits", "plan", "bypass"],
         default=None,
-        help="permission mode for the session (default: ask; `run` cannot ask you, so calls "
-        "that need permission are refused unless the mode allows them)",
+        help="permission mode for the session (default: ask: at a terminal you are asked "
+        "y/n/a; with stdin piped, calls that need permission are refused unless --yes or the "
+        "mode allows them)",
+    )
+    run.add_argument(
+        "--yes",
+        action="store_true",
+        help="allow every tool call that asks for permission, without asking",
+    )
+    run.add_argument(
+        "--session",
+        metavar="ID",
+        default=None,
+        help="continue the stored session ID (the model sees its earlier turns; "
+        "`acp-server sessions` lists them)",
     )
 
 

@@ -286,13 +286,13 @@ def _diff(item: dict[str, Any], cwd: str) -> str:
     shown = os.path.relpath(path, cwd) if _inside(path, cwd) else path
     old = item.get("oldText")
     new = str(item.get("newText") or "")
-    text = _unified_diff(shown, old if isinstance(old, str) else None, new)
+    text = unified_diff(shown, old if isinstance(old, str) else None, new)
     label = "new file" if old is None else "edited"
     body = fence(text, "diff") if text else "*(no changes)*"
     return f"{inline_code(shown)} ({label}):\n\n{body}"
 
 
-def _unified_diff(path: str, old: str | None, new: str) -> str:
+def unified_diff(path: str, old: str | None, new: str) -> str:
     """A unified diff of two texts, `git diff` style (`old` None: a new file)."""
     lines = difflib.unified_diff(
         (old or "").splitlines(keepends=True),

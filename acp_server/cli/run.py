@@ -1,12 +1,16 @@
 """`acp-server run "prompt"`: a headless ACP client that starts a real server over pipes.
 
 It is what an editor does, minus the editor: spawn `acp-server serve`, initialize, open a
-session, send one prompt and print the streamed reply. The reply goes to stdout; thoughts, tool
-activity, notices and failures go to stderr, so `acp-server run … > answer.md` keeps only the
+session (or resume a stored one, `--session ID`: `run_session.py`), send one prompt and print
+the streamed reply. The reply goes to stdout; thoughts, tool activity with diffs, notices and
+failures go to stderr (`run_printer.py`), so `acp-server run … > answer.md` keeps only the
 answer, and the exit status says whether there was one (the codes are below and in
-`run --help`). A command line that cannot work (a `--model` that neither the built-in providers
-nor the configuration file know, a configuration file with a mistake, a `--script` that cannot
-be read, a `--cwd` that is not a directory) is refused before any server starts.
+`run --help`). Permission is asked on the terminal, or given by `--yes`, or refused when
+nobody can be asked (`run_permission.py`).
+
+A command line that cannot work (a `--model` that neither the built-in providers nor the
+configuration file know, a configuration file with a mistake, a `--script` that cannot be read,
+a `--cwd` that is not a directory) is refused before any server starts.
 """
 
 from __future__ import annotations
@@ -17,113 +21,20 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from acp_server.backends.scripted import ScriptError, load_script
+from acp_server.cli.run_permission import Permissions, choose_policy
+from acp_server.cli.run_printer import DIM, Printer, is_terminal
+from acp_server.cli.run_session import UnknownSession, initialize, open_session, prompt
 from acp_server.errors import ConnectionClosed, RemoteError
-from acp_server.jsonrpc import Connection, Params
+from acp_server.jsonrpc import Connection
 
 EXIT_ANSWERED = 0  # the turn ended normally (stop reason end_turn)
 EXIT_FAILED = 1  # the turn failed (model or agent), or the server did
 EXIT_USAGE = 2  # the command line cannot work (argparse uses 2 too)
 EXIT_STOPPED = 3  # stopped before finishing: max_tokens, max_turn_requests, refusal
 EXIT_INTERRUPTED = 130  # Ctrl-C: the turn was cancelled
-
-
-class _Printer:
-    """Renders session/update notifications for a terminal: the reply on stdout, the rest on
-    stderr. Separate messages (one per model round) are separated by a blank line.
-
-    The first chunk of each new message is held back until anything else arrives. A turn that
-    fails shows its failure to an editor as one last message of one chunk; held back, it can go
-    to stderr with the failure instead of into the reply (see `finish`).
-    """
-
-    def __init__(self, out: TextIO, err: TextIO) -> None:
-        self.out = out
-        self.err = err
-        self.in_thought = False
-        self.wrote = False  # whether stdout got any reply text
-        self.tail = ""  # the last characters written to stdout
-        self.current: str | None = None  # the messageId being written to stdout
-        self.held: tuple[str | None, str] | None = None  # a new message's first chunk
-
-    def update(self, params: Params) -> None:
-        update = params.get("update") or {}
-        kind = update.get("sessionUpdate")
-        content = update.get("content") or {}
-        if kind == "agent_message_chunk" and content.get("type") == "text":
-            self._end_thought()
-            self._reply(update.get("messageId"), content["text"])
-            return
-        self.release()
-        if kind == "agent_thought_chunk" and content.get("type") == "text":
-            if not self.in_thought:
-                self.err.write("\n[thinking] ")
-                self.in_thought = True
-            self.err.write(content["text"])
-            self.err.flush()
-            return
-        self._end_thought()
-        self._activity(kind, update)
-
-    def _activity(self, kind: Any, update: dict[str, Any]) -> None:
-        if kind == "tool_call":
-            print(f"\n[tool] {update.get('title')}", file=self.err)
-        elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
-            print(f"[tool {update['status']}] {update.get('toolCallId')}", file=self.err)
-        elif kind == "plan":
-            for entry in update.get("entries", []):
-                print(f"[plan] {entry.get('status')}: {entry.get('content')}", file=self.err)
-        elif kind == "notice":
-            detail = f": {update['description']}" if update.get("description") else ""
-            print(f"[{update.get('severity')}] {update.get('title')}{detail}", file=self.err)
-
-    def _reply(self, message_id: str | None, text: str) -> None:
-        if self.held is not None and self.held[0] != message_id:
-            self.release()
-        if self.held is not None:  # the held message goes on: it is a reply
-            self.release()
-            self._write(text)
-        elif self.wrote and message_id == self.current:
-            self._write(text)
-        else:
-            self.held = (message_id, text)
-
-    def release(self) -> None:
-        """Print the held first chunk of a message."""
-        if self.held is None:
-            return
-        message_id, text = self.held
-        self.held = None
-        if self.wrote and message_id != self.current:
-            if not self.tail.endswith("\n\n"):
-                self.out.write("\n" if self.tail.endswith("\n") else "\n\n")
-            text = text.lstrip("\n")
-        self.current = message_id
-        self._write(text)
-
-    def finish(self, failure: str | None) -> None:
-        """The turn is over: end the reply, leaving out the failure's own message."""
-        held = self.held
-        if held is not None and failure is not None and held[1].strip() == failure.strip():
-            self.held = None
-        self.release()
-        self._end_thought()
-        if self.wrote and not self.tail.endswith("\n"):
-            self._write("\n")
-
-    def _write(self, text: str) -> None:
-        if text:
-            self.out.write(text)
-            self.out.flush()
-            self.wrote = True
-            self.tail = (self.tail + text)[-2:]
-
-    def _end_thought(self) -> None:
-        if self.in_thought:
-            self.err.write("\n")
-            self.in_thought = False
 
 
 def run_headless(args: argparse.Namespace) -> int:
@@ -223,16 +134,21 @@ async def _run(args: argparse.Namespace) -> int:
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdout = proc.stdout
-    printer = _Printer(sys.stdout, sys.stderr)
+    printer = Printer(sys.stdout, sys.stderr, cwd=args.cwd)
+    policy = choose_policy(bool(getattr(args, "yes", False)), is_terminal(sys.stdin))
+    permissions = Permissions(policy, printer)
     conn = Connection(
         lambda: stdout.read(1 << 20),
         proc.stdin,
-        requests={"session/request_permission": _refuse_permission},
+        requests={"session/request_permission": permissions.answer},
         notifications={"session/update": printer.update},
     )
     reader = asyncio.create_task(conn.serve())
     try:
-        result = await _converse(conn, args)
+        session_id, result = await _converse(conn, args, permissions)
+    except UnknownSession as exc:
+        print(f"acp-server run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (RemoteError, ConnectionClosed) as exc:
         printer.finish(None)
         return _server_failed(exc)
@@ -243,14 +159,34 @@ async def _run(args: argparse.Namespace) -> int:
         except TimeoutError:
             proc.kill()
         reader.cancel()
-    return _report(printer, result)
+    return _report(printer, result, session_id)
 
 
-def _report(printer: _Printer, result: dict[str, Any]) -> int:
-    """End the output and say how the turn ended; the exit status."""
+async def _converse(
+    conn: Connection, args: argparse.Namespace, permissions: Permissions
+) -> tuple[str, dict[str, Any]]:
+    """Initialize, open (or resume) the session, set the mode, send the prompt: its id and
+    the prompt's result. Ctrl-C from then on cancels the turn instead of killing `run`."""
+    await initialize(conn)
+    session_id = await open_session(conn, args)
+    if getattr(args, "mode", None):
+        await conn.request("session/set_mode", {"sessionId": session_id, "modeId": args.mode})
+
+    def cancel() -> None:
+        permissions.cancel()
+        conn.notify("session/cancel", {"sessionId": session_id})
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, cancel)
+    return session_id, await prompt(conn, session_id, args.prompt)
+
+
+def _report(printer: Printer, result: dict[str, Any], session_id: str) -> int:
+    """End the output and say how the turn ended and how to go on; the exit status."""
     failure = turn_failure(result)
     printer.finish(failure)
     stop = str(result.get("stopReason"))
+    again = f"[session {session_id}] to go on: acp-server run --session {session_id} PROMPT"
+    print(printer.style.paint(again, DIM), file=sys.stderr)
     if failure is not None:
         print(f"acp-server run: {failure}", file=sys.stderr)
     elif stop != "end_turn":
@@ -265,44 +201,3 @@ def _server_failed(exc: RemoteError | ConnectionClosed) -> int:
         message = "the server stopped before it answered (run with --log-level debug to see why)."
     print(f"acp-server run: {message}", file=sys.stderr)
     return EXIT_FAILED
-
-
-async def _converse(conn: Connection, args: argparse.Namespace) -> dict[str, Any]:
-    await conn.request(
-        "initialize",
-        {
-            "protocolVersion": 1,
-            "clientCapabilities": {
-                "fs": {"readTextFile": False, "writeTextFile": False},
-                "session": {"notices": {}},  # retry notices go to stderr, not into the reply
-            },
-            "clientInfo": {"name": "acp-server-run", "version": "1"},
-        },
-    )
-    cwd = str((args.cwd or Path.cwd()).resolve())
-    session = await conn.request("session/new", {"cwd": cwd, "mcpServers": []})
-    session_id = session["sessionId"]
-    if getattr(args, "mode", None):
-        await conn.request("session/set_mode", {"sessionId": session_id, "modeId": args.mode})
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(
-        signal.SIGINT, lambda: conn.notify("session/cancel", {"sessionId": session_id})
-    )
-    result: dict[str, Any] = await conn.request(
-        "session/prompt",
-        {"sessionId": session_id, "prompt": [{"type": "text", "text": args.prompt}]},
-    )
-    return result
-
-
-async def _refuse_permission(params: Params) -> dict[str, Any]:
-    title = (params.get("toolCall") or {}).get("title", "a tool call")
-    refused = f"\n[permission] refused {title}: `acp-server run` cannot ask you interactively."
-    print(refused, file=sys.stderr)
-    reject = next(
-        (o for o in params.get("options", []) if o.get("kind") == "reject_once"),
-        None,
-    )
-    if reject is None:
-        return {"outcome": {"outcome": "cancelled"}}
-    return {"outcome": {"outcome": "selected", "optionId": reject["optionId"]}}
