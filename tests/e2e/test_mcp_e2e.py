@@ -1,0 +1,105 @@
+"""MCP servers from the editor, through the real console script and real MCP servers that the
+tests start (tests/support/mcp_server.py, written with the `mcp` package): tools listed, called
+with permission, results shown and fed back to the model; failing servers isolated and
+reported once; no process left behind."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.test_tools_e2e import call, final_updates, run_prompt, tool_calls, updates_of
+from tests.support.fake_editor import FakeEditor
+from tests.support.raw import Frame, RawServer
+
+Start = Callable[..., Any]
+MCP_SERVER = Path(__file__).parent.parent / "support" / "mcp_server.py"
+
+
+def stdio(name: str, behaviour: str = "normal", *extra: str) -> dict[str, Any]:
+    args = [str(MCP_SERVER), behaviour, *extra]
+    return {"name": name, "command": sys.executable, "args": args, "env": []}
+
+
+async def open_with(
+    server: RawServer, editor: FakeEditor, cwd: Path, servers: list[dict[str, Any]]
+) -> str:
+    editor.attach(server)
+    await server.request(
+        "initialize", {"protocolVersion": 1, "clientCapabilities": editor.capabilities()}
+    )
+    answer = await server.request("session/new", {"cwd": str(cwd), "mcpServers": servers})
+    return str(answer["result"]["sessionId"])
+
+
+def said(frames: list[Frame]) -> str:
+    return "".join(
+        u["content"]["text"]
+        for u in updates_of(frames)
+        if u["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+def children(pid: int) -> list[int]:
+    """Every process whose parent is `pid` (zombies included)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def agent_pid(server: RawServer) -> int:
+    """The acp-server process (the raw server runs it behind a wire tap)."""
+    (pid,) = children(server.proc.pid)
+    return pid
+
+
+async def test_stdio_tools_are_offered_called_and_fed_back(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    rounds = [
+        {
+            "expect": {"tools": ["mcp__docs__echo", "mcp__docs__add", "mcp__docs__remove"]},
+            **call("mcp__docs__echo", text="hello"),
+        },
+        {"expect": {"contains": ["echo: hello"]}, **call("mcp__docs__add", a=2, b=3)},
+        {"expect": {"contains": ['"sum": 5']}, **call("mcp__docs__remove", thing="x")},
+        {"expect": {"contains": ["removed x"]}, **call("mcp__docs__image")},
+        {"expect": {"contains": ["image (image/png)"]}, "text": "Done."},
+    ]
+    editor = FakeEditor(fs=False, terminal=False)
+    server = await server_factory("--script", str(script(rounds)))
+    session = await open_with(server, editor, tmp_path, [stdio("docs")])
+    stop, frames = await run_prompt(server, session)
+
+    assert stop == "end_turn", said(frames)
+    assert "did not match" not in said(frames)
+    calls = tool_calls(frames)
+    finals = final_updates(frames)
+    assert calls["mcp__docs__echo"]["kind"] == "read"
+    assert calls["mcp__docs__remove"]["kind"] == "delete"
+    assert calls["mcp__docs__add"]["kind"] == "other"
+    for update in calls.values():
+        assert finals[update["toolCallId"]]["status"] == "completed"
+    echo = finals[calls["mcp__docs__echo"]["toolCallId"]]
+    assert echo["content"] == [
+        {"type": "content", "content": {"type": "text", "text": "echo: hello"}}
+    ]
+    image = finals[calls["mcp__docs__image"]["toolCallId"]]["content"][0]["content"]
+    assert image["type"] == "image" and image["mimeType"] == "image/png"
+    # The read-only tool ran without asking; the others asked first.
+    asked = [r["toolCall"]["toolCallId"] for r in editor.permission_requests]
+    assert calls["mcp__docs__echo"]["toolCallId"] not in asked
+    assert calls["mcp__docs__remove"]["toolCallId"] in asked
+    assert calls["mcp__docs__add"]["toolCallId"] in asked
