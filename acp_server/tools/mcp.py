@@ -23,6 +23,7 @@ import anyio
 import mcp.types as types
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED
 
 from acp_server import __version__
 from acp_server.tools import mcp_stdio
@@ -126,14 +127,14 @@ class McpConnection:
                 "was abandoned. Do not retry it right away."
             ) from None
         except MCPError as exc:
-            if self._stopped():
-                raise ToolFailure(self._crashed()) from None
+            if exc.code == CONNECTION_CLOSED or self._stopped():
+                raise ToolFailure(await self._crashed()) from None
             raise ToolFailure(
                 f"The MCP server {self.name!r} refused the call: {exc.message}"
             ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             log.info("MCP server %s: %r", self.name, exc)
-            raise ToolFailure(self._crashed()) from None
+            raise ToolFailure(await self._crashed()) from None
         if not isinstance(result, types.CallToolResult):
             raise ToolFailure(
                 f"The MCP server {self.name!r} answered with something other than a result."
@@ -168,8 +169,12 @@ class McpConnection:
         stopped = process is not None and process.proc.returncode is not None
         return stopped or self._task is None or self._task.done()
 
-    def _crashed(self) -> str:
-        code = self._process.proc.returncode if self._process is not None else None
+    async def _crashed(self) -> str:
+        """Say (once, to the user) that the server stopped; the result for the model."""
+        code = None
+        if self._process is not None:  # its exit may not have been seen yet
+            with contextlib.suppress(TimeoutError):
+                code = await asyncio.wait_for(self._process.proc.wait(), 1.0)
         how = f"it exited with code {code}" if code is not None else "the connection broke"
         self.broken = f"{how}{self._last_words()}"
         self.report(
@@ -204,7 +209,8 @@ class McpConnection:
         self._stop.set()
         task, self._task = self._task, None
         if task is not None and not task.done():
-            done, _ = await asyncio.wait({task}, timeout=5.0)
+            # Connected: it winds down by itself; still starting: it is stopped at once.
+            done, _ = await asyncio.wait({task}, timeout=5.0 if self.session else 0)
             if not done:
                 task.cancel()
                 await asyncio.wait({task}, timeout=2.0)

@@ -15,6 +15,8 @@ made unique with a short hash.
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,9 +24,14 @@ from typing import Any, Literal
 
 from acp_server.errors import InvalidParams
 
+log = logging.getLogger(__name__)
+
 Transport = Literal["stdio", "http", "sse"]
 STARTUP_TIMEOUT = 10.0  # seconds for a server to start and list its tools
 CALL_TIMEOUT = 120.0  # seconds for one tool call
+# The defaults for every server; the configuration file sets them per server.
+STARTUP_ENV = "ACP_SERVER_MCP_STARTUP_TIMEOUT"
+CALL_ENV = "ACP_SERVER_MCP_CALL_TIMEOUT"
 NAME_LIMIT = 64
 _BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -93,6 +100,21 @@ def from_editor(
     return servers
 
 
+def seconds_from_env(name: str, default: float) -> float:
+    """A timeout from the environment; the default (and a logged error) when it is unusable."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if value > 0:
+        return value
+    log.error("%s=%r is not a positive number of seconds; using %g s", name, raw, default)
+    return default
+
+
 def _server(entry: Mapping[str, Any], kind: Transport, where: str) -> ServerConfig:
     return ServerConfig(
         name=str(entry["name"]),
@@ -102,6 +124,8 @@ def _server(entry: Mapping[str, Any], kind: Transport, where: str) -> ServerConf
         env=pairs(entry.get("env"), f"{where}.env"),
         url=str(entry.get("url") or ""),
         headers=pairs(entry.get("headers"), f"{where}.headers"),
+        startup_timeout=seconds_from_env(STARTUP_ENV, STARTUP_TIMEOUT),
+        call_timeout=seconds_from_env(CALL_ENV, CALL_TIMEOUT),
     )
 
 
@@ -118,8 +142,8 @@ def from_file(tables: Mapping[str, Mapping[str, Any]]) -> list[ServerConfig]:
         servers.append(
             replace(
                 base,
-                startup_timeout=float(table.get("startup_timeout", STARTUP_TIMEOUT)),
-                call_timeout=float(table.get("call_timeout", CALL_TIMEOUT)),
+                startup_timeout=float(table.get("startup_timeout", base.startup_timeout)),
+                call_timeout=float(table.get("call_timeout", base.call_timeout)),
                 origin="the configuration file",
             )
         )

@@ -59,12 +59,6 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def agent_pid(server: RawServer) -> int:
-    """The acp-server process (the raw server runs it behind a wire tap)."""
-    (pid,) = children(server.proc.pid)
-    return pid
-
-
 async def test_stdio_tools_are_offered_called_and_fed_back(
     server_factory: Start, script: Any, tmp_path: Path
 ) -> None:
@@ -103,3 +97,60 @@ async def test_stdio_tools_are_offered_called_and_fed_back(
     assert calls["mcp__docs__echo"]["toolCallId"] not in asked
     assert calls["mcp__docs__remove"]["toolCallId"] in asked
     assert calls["mcp__docs__add"]["toolCallId"] in asked
+
+
+async def test_failing_servers_are_isolated_reported_once_and_leave_no_process(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    rounds = [
+        {
+            "expect": {
+                "tools": ["mcp__good__echo", "mcp__flaky__echo"],
+                "contains": ["gone (", "stuck (", "do not offer or promise them"],
+            },
+            **call("mcp__flaky__echo", text="one"),
+        },
+        {"expect": {"contains": ["echo: one"]}, **call("mcp__flaky__echo", text="two")},
+        {"expect": {"contains": ["stopped during this call"]}, **call("mcp__good__echo", text="3")},
+        {"expect": {"contains": ["echo: 3"]}, "text": "Turn one done."},
+        call("mcp__flaky__echo", text="four"),
+        {"expect": {"contains": ["echo: four"]}, "text": "Turn two done."},
+    ]
+    servers = [
+        stdio("good"),
+        stdio("gone", "exit"),
+        stdio("stuck", "hang"),
+        stdio("flaky", "crash2"),
+    ]
+    env = {"ACP_SERVER_MCP_STARTUP_TIMEOUT": "5"}
+    editor = FakeEditor(fs=False, terminal=False)
+    server = await server_factory("--script", str(script(rounds)), env=env)
+    session = await open_with(server, editor, tmp_path, servers)
+    agent = server.proc.pid
+
+    stop, first = await run_prompt(server, session)
+    assert stop == "end_turn"
+    text = said(first)
+    assert "Turn one done." in text and "did not match" not in text, text
+    assert text.count("'gone'") == 1 and "exited with code 1" in text
+    assert "exiting at start on purpose" in text  # its last words, from its stderr
+    assert text.count("'stuck'") == 1 and "within 5 s" in text
+    assert "'flaky'" not in text  # its crash is told at the next turn
+    finals = final_updates(first)
+    statuses = [
+        finals[u["toolCallId"]]["status"]
+        for u in updates_of(first)
+        if u["sessionUpdate"] == "tool_call"
+    ]
+    assert statuses == ["completed", "failed", "completed"]
+
+    stop, second = await run_prompt(server, session)
+    assert stop == "end_turn"
+    text = said(second)
+    assert "Turn two done." in text and "did not match" not in text, text
+    assert text.count("'flaky'") == 1 and "exited with code 3" in text
+    assert "'gone'" not in text and "'stuck'" not in text  # told once, not every turn
+
+    assert children(agent)  # the good and the restarted server run
+    await server.request("session/close", {"sessionId": session})
+    assert children(agent) == []
