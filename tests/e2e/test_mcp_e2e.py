@@ -5,11 +5,16 @@ reported once; no process left behind."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import socket
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.e2e.test_tools_e2e import call, final_updates, run_prompt, tool_calls, updates_of
 from tests.support.fake_editor import FakeEditor
@@ -154,3 +159,72 @@ async def test_failing_servers_are_isolated_reported_once_and_leave_no_process(
     assert children(agent)  # the good and the restarted server run
     await server.request("session/close", {"sessionId": session})
     assert children(agent) == []
+
+
+@contextlib.asynccontextmanager
+async def http_server(transport: str) -> AsyncIterator[str]:
+    """The test MCP server over streamable HTTP or SSE on 127.0.0.1; yields its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(MCP_SERVER), "normal", f"--{transport}", str(port)
+    )
+    try:
+        for _ in range(200):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/{'mcp' if transport == 'http' else 'sse'}"
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_http_and_sse_servers_with_headers_as_an_object(
+    server_factory: Start, script: Any, tmp_path: Path, transport: str
+) -> None:
+    rounds = [
+        {
+            "expect": {"tools": ["mcp__web__echo", "mcp__local__echo"]},
+            **call("mcp__web__echo", text="over http"),
+        },
+        {"expect": {"contains": ["echo: over http"]}, **call("mcp__local__echo", text="x")},
+        {"expect": {"contains": ["echo: x"]}, "text": "Done."},
+    ]
+    editor = FakeEditor(fs=False, terminal=False)
+    server = await server_factory("--script", str(script(rounds)))
+    async with http_server(transport) as url:
+        # CodeCompanion sends env and headers as objects, not lists of {name, value}.
+        web = {"type": transport, "name": "web", "url": url, "headers": {"X-Test": "1"}}
+        local = {**stdio("local", "noisy"), "env": {"TEST_VALUE": "1"}}
+        init = await server.request("initialize", {"protocolVersion": 1})
+        assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": True}
+        editor.attach(server)
+        answer = await server.request(
+            "session/new", {"cwd": str(tmp_path), "mcpServers": [web, local]}
+        )
+        session = str(answer["result"]["sessionId"])
+        stop, frames = await run_prompt(server, session)
+    assert stop == "end_turn"
+    assert said(frames) == "Done.", said(frames)
+
+
+async def test_an_mcp_over_acp_server_is_refused_clearly(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    server = await server_factory()
+    await server.request("initialize", {"protocolVersion": 1})
+    acp = {"type": "acp", "name": "editor-tools", "serverId": "s1"}
+    answer = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": [acp]})
+    assert answer["error"]["code"] == -32602
+    message = answer["error"]["message"]
+    assert (
+        "'editor-tools'" in message
+        and "MCP-over-ACP" in message
+        and "stdio, http or sse" in message
+    )

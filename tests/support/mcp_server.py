@@ -7,7 +7,8 @@ stdio by default, or streamable HTTP / SSE on 127.0.0.1. BEHAVIOUR chooses how i
 - `exit`: exits at once (before answering `initialize`);
 - `hang`: never answers (sleeps at start, before serving);
 - `crash2`: its `echo` tool works once, and the second call kills the process;
-- `noisy`: writes to stderr at start and at each call (it must reach the agent's log only).
+- `noisy`: writes a line that is not JSON-RPC to its stdout, and to stderr at start and at each
+  call (none of it may reach the agent's stdout).
 
 Tools: `echo` (read-only), `add` (structured result), `fail` (an error result), `image`
 (an image result), `remove` (destructive), `slow` (sleeps, for cancels).
@@ -78,8 +79,9 @@ def main(argv: list[str]) -> None:
         sys.exit(1)
     if behaviour == "hang":
         time.sleep(3600)
-    if behaviour == "noisy":
+    if behaviour == "noisy":  # neither line may reach the agent's stdout
         print("noisy stderr: starting", file=sys.stderr, flush=True)
+        print("noisy stdout: not JSON-RPC", flush=True)
     server = build(behaviour)
     if "--http" in argv:
         port = int(argv[argv.index("--http") + 1])
