@@ -223,6 +223,12 @@ def _meaning_problems(
                 )
     known = set(builtins) | set(providers)
     problems += _model_problems(data.get("models", []), known, lines)
+    for name, server in data.get("mcp_servers", {}).items():
+        if ("command" in server) == ("url" in server):
+            problems.append(
+                f"{_where(lines, ('mcp_servers', name))}: an MCP server needs either `command` "
+                "(the program that runs it) or `url` (where it listens); give exactly one"
+            )
     for key in ("default_model", "compaction_model"):
         provider = str(data.get(key, "")).split(":", 1)[0]
         if key in data and provider not in known:
