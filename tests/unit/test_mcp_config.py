@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_env_and_headers_as_a_list_or_an_object() -> None:
 
 
 def test_editor_entries_of_every_transport() -> None:
-    entries = [
+    entries: list[dict[str, Any]] = [
         {"name": "s", "command": "/bin/s", "args": ["-v"], "env": {"K": "v"}},
         {"type": "http", "name": "h", "url": "http://127.0.0.1:1/mcp", "headers": []},
         {"type": "sse", "name": "e", "url": "http://127.0.0.1:1/sse", "headers": None},

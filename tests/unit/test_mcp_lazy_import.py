@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 MCP_SERVER = Path(__file__).parent.parent / "support" / "mcp_server.py"
 
@@ -30,7 +31,7 @@ asyncio.run(main(sys.argv[1], json.loads(sys.argv[2])))
 """
 
 
-def loaded(cwd: Path, servers: list[dict[str, object]]) -> list[bool]:
+def loaded(cwd: Path, servers: list[dict[str, Any]]) -> list[bool]:
     done = subprocess.run(
         [sys.executable, "-c", CODE, str(cwd), json.dumps(servers)],
         capture_output=True,
