@@ -3,7 +3,8 @@
 - `acp-server` (or `serve`): serve ACP on stdin/stdout, what editors run (`serve.py`);
 - `acp-server run "PROMPT"`: a headless client that drives a real server over pipes (`run.py`);
 - `acp-server sessions [export ID]`: the stored sessions, listed or exported (`sessions.py`,
-  rendering in `export.py`).
+  rendering in `export.py`);
+- `acp-server doctor --mcp JSON`: connect to MCP servers and list their tools (`doctor_mcp.py`).
 
 Only the chosen command's module is imported: serving must reach the `initialize` answer fast.
 """
@@ -24,6 +25,7 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
   acp-server run "PROMPT"         start a server, send one prompt, print the streamed reply
   acp-server sessions [export ID] list the stored sessions; export one as Markdown or JSON
   acp-server config               print the configuration in effect (secrets masked)
+  acp-server doctor --mcp JSON    connect to MCP server(s) and list their tools
 """
 
 EPILOG = """\
@@ -193,6 +195,19 @@ def build_parser() -> argparse.ArgumentParser:
         "the built-in ones, with keys named (and whether they are set), never shown.",
     )
     _common(config)
+    doctor = sub.add_parser(
+        "doctor",
+        help="check what a session depends on (--mcp: MCP servers)",
+        description="Connect to MCP servers as a session would and list their tools, or say "
+        "why one cannot be used. Exit code 0 when all work, 1 otherwise.",
+    )
+    doctor.add_argument(
+        "--mcp",
+        metavar="JSON",
+        required=True,
+        help='one server as in mcpServers, e.g. \'{"name": "docs", "command": "/path/server", '
+        '"args": []}\', or a list of them',
+    )
     return parser
 
 
@@ -207,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         from acp_server.cli.showconfig import show_config
 
         return show_config(args)
+    if args.command == "doctor":
+        import sys
+
+        from acp_server.cli.doctor_mcp import check_mcp
+
+        return check_mcp(args.mcp, sys.stdout)
     if args.command == "run":
         from acp_server.cli.run import run_headless
 

@@ -54,8 +54,8 @@ class ServerConfig:
     def describe(self) -> str:
         """Where it runs, for a person (no headers or env values: they may be secrets)."""
         if self.transport == "stdio":
-            return " ".join([self.command, *self.args])
-        return f"{self.transport} {self.url}"
+            return "stdio: " + " ".join([self.command, *self.args])
+        return f"{self.transport}: {self.url}"
 
 
 def pairs(value: Any, what: str) -> tuple[tuple[str, str], ...]:
