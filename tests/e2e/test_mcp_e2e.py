@@ -228,3 +228,85 @@ async def test_an_mcp_over_acp_server_is_refused_clearly(
         and "MCP-over-ACP" in message
         and "stdio, http or sse" in message
     )
+
+
+def marked(marker: str) -> list[int]:
+    """Processes (MCP servers) whose command line carries `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("how", ["stdin EOF", "SIGTERM"])
+async def test_every_server_process_ends_when_the_agent_exits(
+    server_factory: Start, script: Any, tmp_path: Path, how: str
+) -> None:
+    marker = f"marker-{tmp_path.name}"
+    server = await server_factory("--script", str(script([{"text": "hi"}])))
+    editor = FakeEditor(fs=False, terminal=False)
+    servers = [stdio("a", "normal", marker), stdio("b", "normal", marker)]
+    session = await open_with(server, editor, tmp_path, servers)
+    assert (await run_prompt(server, session))[0] == "end_turn"  # both connected by now
+    assert len(marked(marker)) == 2
+    if how == "SIGTERM":
+        server.terminate()
+    else:
+        await server.close_stdin()
+    await server.wait()
+    for _ in range(100):
+        if not marked(marker):
+            break
+        await asyncio.sleep(0.05)
+    assert marked(marker) == []
+
+
+async def test_load_and_resume_connect_the_servers_given_there(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    rounds = [
+        {"text": "first"},
+        {"expect": {"tools": ["mcp__later__echo"]}, **call("mcp__later__echo", text="loaded")},
+        {"expect": {"contains": ["echo: loaded"]}, "text": "after load"},
+        {"expect": {"tools": ["mcp__again__echo"]}, "text": "after resume"},
+    ]
+    server = await server_factory("--script", str(script(rounds)))
+    editor = FakeEditor(fs=False, terminal=False)
+    session = await open_with(server, editor, tmp_path, [])
+    assert (await run_prompt(server, session))[0] == "end_turn"
+    load = {"sessionId": session, "cwd": str(tmp_path), "mcpServers": [stdio("later")]}
+    assert "result" in await server.request("session/load", load)
+    stop, frames = await run_prompt(server, session)
+    assert (stop, said(frames)) == ("end_turn", "after load")
+    resume = {"sessionId": session, "cwd": str(tmp_path), "mcpServers": [stdio("again")]}
+    assert "result" in await server.request("session/resume", resume)
+    stop, frames = await run_prompt(server, session)
+    assert (stop, said(frames)) == ("end_turn", "after resume")
+    # The loaded session's server ended when resume replaced it: one server runs.
+    assert len(children(server.proc.pid)) == 1
+
+
+async def test_a_cancel_stops_only_the_call_in_flight(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    rounds = [
+        call("mcp__s__slow", seconds=30),
+        {"expect": {"tools": ["mcp__s__echo"]}, **call("mcp__s__echo", text="still here")},
+        {"expect": {"contains": ["echo: still here"]}, "text": "The server still works."},
+    ]
+    server = await server_factory("--script", str(script(rounds)))
+    editor = FakeEditor(fs=False, terminal=False)
+    session = await open_with(server, editor, tmp_path, [stdio("s")])
+    prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+    req = await server.call("session/prompt", prompt)
+    await server.until(
+        lambda f: f.get("params", {}).get("update", {}).get("status") == "in_progress", timeout=20
+    )
+    await server.notify("session/cancel", {"sessionId": session})
+    answer, _ = await server.response(req, timeout=10)
+    assert answer["result"]["stopReason"] == "cancelled"
+    stop, frames = await run_prompt(server, session)
+    assert (stop, said(frames)) == ("end_turn", "The server still works.")
