@@ -310,3 +310,29 @@ async def test_a_cancel_stops_only_the_call_in_flight(
     assert answer["result"]["stopReason"] == "cancelled"
     stop, frames = await run_prompt(server, session)
     assert (stop, said(frames)) == ("end_turn", "The server still works.")
+
+
+async def test_an_editor_that_shows_notices_gets_one_notice_per_failure(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    rounds = [
+        {"expect": {"tools": ["mcp__ok__fail"]}, **call("mcp__ok__fail", reason="why not")},
+        {"expect": {"contains": ["The tool reported an error"]}, "text": "Done."},
+        {"text": "Again."},
+    ]
+    server = await server_factory("--script", str(script(rounds)))
+    caps = {"session": {"notices": {}}}
+    await server.request("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
+    FakeEditor(fs=False, terminal=False).attach(server)
+    servers = [stdio("ok"), stdio("gone", "exit")]
+    answer = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+    session = str(answer["result"]["sessionId"])
+    stop, first = await run_prompt(server, session)
+    stop2, second = await run_prompt(server, session)
+    assert (stop, stop2) == ("end_turn", "end_turn")
+    assert (said(first), said(second)) == ("Done.", "Again.")
+    every = first + second
+    notices = [u for u in updates_of(every) if u["sessionUpdate"] == "notice"]
+    assert len(notices) == 1 and "'gone'" in notices[0]["title"], notices
+    (fail,) = [u for u in updates_of(first) if u["sessionUpdate"] == "tool_call"]
+    assert final_updates(first)[fail["toolCallId"]]["status"] == "failed"
