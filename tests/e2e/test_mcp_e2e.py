@@ -321,7 +321,7 @@ async def test_an_editor_that_shows_notices_gets_one_notice_per_failure(
         {"text": "Again."},
     ]
     server = await server_factory("--script", str(script(rounds)))
-    caps = {"session": {"notices": {}}}
+    caps: dict[str, Any] = {"session": {"notices": {}}}
     await server.request("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
     FakeEditor(fs=False, terminal=False).attach(server)
     servers = [stdio("ok"), stdio("gone", "exit")]
