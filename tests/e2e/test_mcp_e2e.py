@@ -104,10 +104,9 @@ async def test_stdio_tools_are_offered_called_and_fed_back(
     assert calls["mcp__docs__add"]["toolCallId"] in asked
 
 
-async def test_failing_servers_are_isolated_reported_once_and_leave_no_process(
-    server_factory: Start, script: Any, tmp_path: Path
-) -> None:
-    rounds = [
+def failing_rounds() -> list[dict[str, Any]]:
+    """Flaky crashes on its second call; good keeps working; the model is told what is missing."""
+    return [
         {
             "expect": {
                 "tools": ["mcp__good__echo", "mcp__flaky__echo"],
@@ -121,6 +120,12 @@ async def test_failing_servers_are_isolated_reported_once_and_leave_no_process(
         call("mcp__flaky__echo", text="four"),
         {"expect": {"contains": ["echo: four"]}, "text": "Turn two done."},
     ]
+
+
+async def test_failing_servers_are_isolated_reported_once_and_leave_no_process(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    rounds = failing_rounds()
     servers = [
         stdio("good"),
         stdio("gone", "exit"),
