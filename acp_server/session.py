@@ -122,7 +122,7 @@ class Session(ModelChoosing):
 
     def _toolbox(self) -> ToolRunner:
         """The session's tools, made at the first turn."""
-        if self._tools is None:
+        if self._tools is None or self.mcp is not None:  # MCP tools: as they are now
             # Imported at the first turn: `session/new` does not need the tools (~20 ms).
             from acp_server.tools.registry import default_tools
             from acp_server.tools.toolbox import Toolbox
@@ -339,7 +339,6 @@ class Session(ModelChoosing):
 
     async def _mcp_turn(self, emit: Emit) -> str:
         """Wait for MCP servers still connecting, say which failed; a note for the model."""
-        self._tools = None  # made again with the MCP tools as they are now
         return await self.mcp.before_turn(self._tell(emit)) if self.mcp else ""
 
     def _forget_refused(self, message: Message) -> None:
