@@ -190,6 +190,7 @@ class Sessions:
     ) -> Session:
         """A new session with a copy of the stored one's history (and its roots, unless `extra`
         gives others)."""
+        self._mcp_servers(mcp_servers)  # checked before anything is stored
         store, source = await self._stored(session_id)
         new_id = f"sess_{uuid.uuid4().hex}"
         now = time.time()

@@ -47,13 +47,9 @@ def _servers(text: str) -> list[ServerConfig]:
             'or {"type": "http", "name": "web", "url": "https://…"}, or a list of them.'
         )
     try:
-        servers = from_editor(entries, acp_allowed=False)
+        return from_editor(entries, acp_allowed=False)
     except InvalidParams as exc:
         raise ValueError(str(exc).removeprefix("Invalid params: ")) from None
-    for server in servers:
-        if not server.command and not server.url:
-            raise ValueError(f"{server.name!r} needs a `command` (stdio) or a `url` (http/sse).")
-    return servers
 
 
 async def _check_all(servers: list[ServerConfig], cwd: Path, out: TextIO) -> list[bool]:

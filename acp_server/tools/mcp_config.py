@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from acp_server import schemas
 from acp_server.errors import InvalidParams
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,10 @@ def from_editor(
     entries: Sequence[Mapping[str, Any]] | None, acp_allowed: bool
 ) -> list[ServerConfig]:
     """The editor's `mcpServers`, checked; -32602 naming the entry when one cannot be used."""
+    # The shape session/new is checked against, for load, resume and fork (and doctor) too.
+    found = schemas.problems("acp/session_new.json", {"cwd": "/", "mcpServers": entries or []})
+    if found:
+        raise InvalidParams("Invalid params: " + "; ".join(found) + ".", {"errors": found})
     servers: list[ServerConfig] = []
     for n, entry in enumerate(entries or ()):
         kind = entry.get("type") or "stdio"

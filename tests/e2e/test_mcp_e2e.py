@@ -341,3 +341,21 @@ async def test_an_editor_that_shows_notices_gets_one_notice_per_failure(
     assert len(notices) == 1 and "'gone'" in notices[0]["title"], notices
     (fail,) = [u for u in updates_of(first) if u["sessionUpdate"] == "tool_call"]
     assert final_updates(first)[fail["toolCallId"]]["status"] == "failed"
+
+
+async def test_malformed_servers_on_load_resume_and_fork_are_invalid_params(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    # Their schemas only say "objects": the entries are checked like session/new's (the wire
+    # fuzz found internal errors here).
+    server = await server_factory()
+    await server.request("initialize", {"protocolVersion": 1})
+    new = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+    session = new["result"]["sessionId"]
+    bad: list[dict[str, Any]] = [{"command": "/x"}, {"name": "n", "command": "/x", "args": 5}]
+    for method in ("session/load", "session/resume", "session/fork"):
+        for entry in bad:
+            params = {"sessionId": session, "cwd": str(tmp_path), "mcpServers": [entry]}
+            answer = await server.request(method, params)
+            assert answer["error"]["code"] == -32602, (method, entry, answer)
+            assert "mcpServers[0]" in answer["error"]["message"]

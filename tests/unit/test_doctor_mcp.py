@@ -46,7 +46,8 @@ def test_unusable_json_is_explained(tmp_path: Path) -> None:
     for text, expected in [
         ("{not json", "not valid JSON"),
         ('{"command": "/x"}', 'give an object like {"name"'),
-        ('{"name": "x"}', "needs a `command`"),
+        ('{"name": "x"}', "`mcpServers[0].command` is required"),
+        ('{"type": "http", "name": "x", "url": 5}', "`mcpServers[0].url` must be a string"),
         ('{"type": "acp", "name": "a", "serverId": "1"}', "MCP-over-ACP"),
     ]:
         out = io.StringIO()
