@@ -30,6 +30,7 @@ from acp_server.backends.providers import Price as Price
 from acp_server.backends.providers import Provider as Provider
 from acp_server.backends.providers import builtin_providers as builtin_providers
 from acp_server.tomllines import KeyPath, key_lines, line_of
+from acp_server.tools.mcp_config import ServerConfig, from_file
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError
@@ -60,6 +61,7 @@ class Config:
     default_model: str | None = None
     default_mode: str | None = None
     compaction_model: str | None = None
+    mcp_servers: tuple[ServerConfig, ...] = ()  # [mcp_servers.NAME]
     path: Path | None = None  # the file read (None: no file, built-in defaults)
     stamp: tuple[int, int] | None = field(default=None, compare=False)  # (mtime ns, size)
 
@@ -221,6 +223,12 @@ def _meaning_problems(
                 )
     known = set(builtins) | set(providers)
     problems += _model_problems(data.get("models", []), known, lines)
+    for name, server in data.get("mcp_servers", {}).items():
+        if ("command" in server) == ("url" in server):
+            problems.append(
+                f"{_where(lines, ('mcp_servers', name))}: an MCP server needs either `command` "
+                "(the program that runs it) or `url` (where it listens); give exactly one"
+            )
     for key in ("default_model", "compaction_model"):
         provider = str(data.get(key, "")).split(":", 1)[0]
         if key in data and provider not in known:
@@ -277,12 +285,16 @@ def _build(
             origin="built in, changed by the file" if base else "the file",
         )
     _remember_secrets(providers.values())
+    mcp_servers = tuple(from_file(data.get("mcp_servers", {})))
+    for server in mcp_servers:
+        redaction.remember_headers(server.headers)
     return Config(
         providers=tuple(providers.values()),
         models=tuple(_model(entry) for entry in data.get("models", [])),
         default_model=data.get("default_model"),
         default_mode=data.get("default_mode"),
         compaction_model=data.get("compaction_model"),
+        mcp_servers=mcp_servers,
         path=path,
         stamp=stamp,
     )

@@ -30,6 +30,7 @@ from pathlib import Path
 from acp_server.backends import Backend
 from acp_server.configfile import Config, ConfigError, ModelConfig, changed_since, load_config
 from acp_server.models import Catalogue, ModelChoiceError, ModelEntry, build_catalogue
+from acp_server.tools.mcp_config import ServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,11 @@ class ModelSource:
     @property
     def default_mode(self) -> str | None:
         return self._config.default_mode if self._config is not None else None
+
+    @property
+    def mcp_servers(self) -> tuple[ServerConfig, ...]:
+        """The configuration file's MCP servers (read again with the catalogue)."""
+        return self._config.mcp_servers if self._config is not None else ()
 
     def _load(self) -> None:
         try:

@@ -122,7 +122,8 @@ class AcpAgent:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": PROMPT_CAPABILITIES,
-                "mcpCapabilities": {"http": False, "sse": False},
+                # Both connect through the `mcp` package (tests/e2e/test_mcp_e2e.py).
+                "mcpCapabilities": {"http": True, "sse": True},
                 "sessionCapabilities": SESSION_CAPABILITIES,
             },
             "authMethods": [],

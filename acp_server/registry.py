@@ -33,6 +33,7 @@ from acp_server.permissions import Mode, Permissions, RuleStore, is_mode
 from acp_server.session import Session
 from acp_server.session_models import SendUpdate
 from acp_server.store import SaveFailed, SessionRow, Store
+from acp_server.tools import mcp_config
 from acp_server.transcript import NullRecorder, Recorder, restore
 
 if TYPE_CHECKING:
@@ -78,6 +79,10 @@ class Sessions:
         return self._store
 
     def shutdown(self) -> None:
+        """At exit: every MCP server process ends, and the store is closed."""
+        from acp_server.tools import mcp_procs
+
+        mcp_procs.end_all()
         if self._store is not None:
             self._store.close()
 
@@ -94,6 +99,7 @@ class Sessions:
         return session
 
     def new(self, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers) -> Session:
+        servers = self._mcp_servers(mcp_servers)
         session_id = f"sess_{uuid.uuid4().hex}"
         choice = self._choice({})
         mode = self._models.default_mode if self._models is not None else None
@@ -105,9 +111,7 @@ class Sessions:
             state = {"mode": mode, **(choice.stored() if choice else {})}
             store.create(SessionRow(session_id, str(cwd), dirs, None, now, now, state))
         recorder = self._recorder(session_id)
-        session = self._open(
-            session_id, cwd, extra, mcp_servers, recorder, mode=mode, choice=choice
-        )
+        session = self._open(session_id, cwd, extra, servers, recorder, mode=mode, choice=choice)
         # After the answer is written (it leaves in this pass of the loop): nothing about a
         # session may reach the editor before the session/new answer that names it.
         asyncio.get_running_loop().call_soon(self._after_new, session)
@@ -123,10 +127,9 @@ class Sessions:
         replay: bool,
     ) -> Session:
         """The stored session, live again (a live one of that id is cancelled and replaced)."""
+        servers = self._mcp_servers(mcp_servers)
         store, row = await self._stored(session_id)
-        live = self._live.pop(session_id, None)
-        if live is not None:
-            live.cancel()
+        await self._end(self._live.pop(session_id, None))
         await store.flush()
         restored = restore(store.events(session_id), store.blob)
         recorder = Recorder(store, session_id)
@@ -139,7 +142,7 @@ class Sessions:
             session_id,
             cwd,
             extra,
-            mcp_servers,
+            servers,
             recorder,
             history=restored.history,
             mode=mode if is_mode(mode) else "ask",
@@ -171,15 +174,13 @@ class Sessions:
         if session is None:
             await self._stored(session_id)
             return
-        session.cancel()
+        await self._end(session)
         if self._store is not None:
             await self._store.flush()
 
     async def delete(self, session_id: str) -> None:
         """Gone from the list, and loading it is "not found". Unknown ids are fine."""
-        session = self._live.pop(session_id, None)
-        if session is not None:
-            session.cancel()
+        await self._end(self._live.pop(session_id, None))
         store = self._required_store()
         store.delete(session_id)
         await _committed(store, session_id, "The deletion of this session")
@@ -189,6 +190,7 @@ class Sessions:
     ) -> Session:
         """A new session with a copy of the stored one's history (and its roots, unless `extra`
         gives others)."""
+        self._mcp_servers(mcp_servers)  # checked before anything is stored
         store, source = await self._stored(session_id)
         new_id = f"sess_{uuid.uuid4().hex}"
         now = time.time()
@@ -206,7 +208,7 @@ class Sessions:
         session_id: str,
         cwd: Path,
         extra: tuple[Path, ...],
-        mcp_servers: McpServers,
+        mcp_servers: Sequence[mcp_config.ServerConfig],
         recorder: Recorder | NullRecorder,
         *,
         history: Sequence[Message] = (),
@@ -219,7 +221,7 @@ class Sessions:
             session_id,
             cwd=cwd,
             additional_dirs=extra,
-            mcp_servers=mcp_servers or (),
+            mcp_servers=mcp_servers,
             backend=self._backend(choice),
             editor=self._editors(session_id),
             recorder=recorder,
@@ -232,6 +234,20 @@ class Sessions:
         )
         self._live[session_id] = session
         return session
+
+    def _mcp_servers(self, given: McpServers) -> list[mcp_config.ServerConfig]:
+        """The editor's MCP servers (checked: -32602 when one cannot be used) and the
+        configuration file's; the editor's wins on a name clash."""
+        editor = mcp_config.from_editor(given, acp_allowed=False)
+        return mcp_config.merged(editor, self._models.mcp_servers if self._models else ())
+
+    @staticmethod
+    async def _end(session: Session | None) -> None:
+        """A live session goes: its turn is cancelled and its MCP servers end."""
+        if session is not None:
+            session.cancel()
+            if session.mcp is not None:
+                await session.mcp.close()
 
     # ----- the models to choose from (acp_server.modelsource, acp_server.choices) ---------------
 

@@ -35,9 +35,11 @@ from acp_server.config import Settings
 from acp_server.editor_api import EditorApi
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions
+from acp_server.session_mcp import McpServers
 from acp_server.session_models import ModelChoosing, SendUpdate
 from acp_server.session_text import CLEARED, INTERNAL_FAILURE, NOT_SAVED, system_prompt, title_for
 from acp_server.store import SaveFailed, iso
+from acp_server.tools.mcp_config import ServerConfig
 from acp_server.transcript import NullRecorder, Recorder
 
 if TYPE_CHECKING:
@@ -76,7 +78,7 @@ class Session(ModelChoosing):
         settings: Settings,
         send_update: SendUpdate,
         additional_dirs: tuple[Path, ...] = (),
-        mcp_servers: Sequence[dict[str, Any]] = (),
+        mcp_servers: Sequence[ServerConfig] = (),
         history: Iterable[Message] = (),
         title: str | None = None,
         choice: ModelChoice | None = None,
@@ -84,7 +86,7 @@ class Session(ModelChoosing):
         self.id = session_id
         self.cwd = cwd
         self.additional_dirs = additional_dirs
-        self.mcp_servers = list(mcp_servers)
+        self.mcp = McpServers.start(mcp_servers, cwd, self.tell if editor.can_notice else None)
         self.history: list[Message] = list(history)
         self.title = title
         self._backend = backend
@@ -120,13 +122,13 @@ class Session(ModelChoosing):
 
     def _toolbox(self) -> ToolRunner:
         """The session's tools, made at the first turn."""
-        if self._tools is None:
+        if self._tools is None or self.mcp is not None:  # MCP tools: as they are now
             # Imported at the first turn: `session/new` does not need the tools (~20 ms).
             from acp_server.tools.registry import default_tools
             from acp_server.tools.toolbox import Toolbox
 
             self._tools = Toolbox(
-                default_tools(),
+                [*default_tools(), *(self.mcp.tools() if self.mcp else ())],
                 cwd=self.cwd,
                 roots=self.roots,
                 client=self._editor,
@@ -316,7 +318,7 @@ class Session(ModelChoosing):
             record=self._recorder.message,
             max_requests=self._settings.max_turn_requests,
             tell=self._tell(emit),
-            system=system_prompt(self.cwd, self.additional_dirs),
+            system=system_prompt(self.cwd, self.additional_dirs) + await self._mcp_turn(emit),
             context=await self._turn_context(backend, emit),
             thought_level=self.choice.level if self.choice else None,
         )
@@ -334,6 +336,10 @@ class Session(ModelChoosing):
         if stop == "refusal":
             self._forget_refused(message)
         return PromptOutcome(stop, turn.failure)
+
+    async def _mcp_turn(self, emit: Emit) -> str:
+        """Wait for MCP servers still connecting, say which failed; a note for the model."""
+        return await self.mcp.before_turn(self._tell(emit)) if self.mcp else ""
 
     def _forget_refused(self, message: Message) -> None:
         """The refused prompt and everything after it stay out of later requests (found by

@@ -5,7 +5,8 @@
 - `acp-server sessions [export ID]`: the stored sessions, listed or exported (`sessions.py`,
   rendering in `export.py`);
 - `acp-server doctor`: checks the setup, one line per check (`doctor.py`, checks in
-  `acp_server.doctor`).
+  `acp_server.doctor`); `doctor --mcp JSON` connects to MCP servers and lists their tools
+  (`doctor_mcp.py`).
 
 Only the chosen command's module is imported: serving must reach the `initialize` answer fast.
 """
@@ -27,6 +28,7 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
   acp-server sessions [export ID] list the stored sessions; export one as Markdown or JSON
   acp-server config               print the configuration in effect (secrets masked)
   acp-server doctor [--live]      check the setup: models, servers, keys, store, log, editor
+  acp-server doctor --mcp JSON    connect to MCP server(s) and list their tools
 """
 
 EPILOG = """\
@@ -240,7 +242,13 @@ def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="also send the model new sessions start with one tiny request offering a tool, "
         "to see that it calls tools (costs a few tokens on a hosted API)",
     )
-    # Issue 12: `--mcp JSON` (check MCP servers as an editor would hand them over) goes here.
+    doctor.add_argument(
+        "--mcp",
+        metavar="JSON",
+        help="instead: connect to MCP server(s) as a session would and list their tools; JSON "
+        'is one server as in mcpServers, e.g. \'{"name": "docs", "command": "/path/server", '
+        '"args": []}\', or a list of them',
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,6 +263,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return show_config(args)
     if args.command == "doctor":
+        if args.mcp is not None:
+            import sys
+
+            from acp_server.cli.doctor_mcp import check_mcp
+
+            return check_mcp(args.mcp, sys.stdout)
         from acp_server.cli.doctor import doctor
 
         return doctor(args)

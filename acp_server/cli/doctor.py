@@ -52,7 +52,6 @@ async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check
         if getattr(args, "live", False):
             checks.append(await _live(checks, first_model(catalogue), env))
     checks += [store_check(), permissions_check(), _log(args, env), editor_command_check()]
-    # Issue 12 adds `doctor --mcp JSON` here: the MCP servers' checks (cli/doctor_mcp.py).
     return checks
 
 

@@ -135,7 +135,8 @@ def write_local(path: Path, text: str) -> None:
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool offered to the model. `schemas/tools/<name>.json` is its input schema."""
+    """A tool offered to the model. Its input schema is `input_schema` when given (an MCP
+    server's tool, which checks its arguments itself), else `schemas/tools/<name>.json`."""
 
     name: str
     description: str
@@ -143,6 +144,7 @@ class Tool:
     effect: Effect
     present: Callable[[dict[str, Any], ToolContext], Presentation]
     run: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutcome]]
+    input_schema: dict[str, Any] | None = None
 
 
 def diff_content(path: Path, old: str | None, new: str) -> dict[str, Any]:

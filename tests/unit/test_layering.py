@@ -32,6 +32,7 @@ LAYERS: Layers = [
             "session_models",
             "session_text",
             "session_config",
+            "session_mcp",
             "transcript",
             "store",
             "store_schema",

@@ -1,0 +1,96 @@
+"""`acp-server doctor --mcp JSON`: connect to MCP servers the way a session would, and say
+what came of it: each server's tools (the names the model sees, their kind and description),
+or why it could not be used. Useful when a user's server "does not show up".
+
+JSON is one server as an editor sends it in `mcpServers` (stdio: `name`, `command`, `args`,
+`env`; http/sse: `type`, `name`, `url`, `headers`), or a list of them. Exit code 0 when every
+server connected, 1 otherwise (or when the JSON cannot be used).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from acp_server.errors import InvalidParams
+from acp_server.tools.mcp_config import ServerConfig, from_editor
+
+
+def check_mcp(text: str, out: TextIO, cwd: Path | None = None) -> int:
+    """Connect to the servers `text` describes, report to `out`; 0 when all connected."""
+    try:
+        servers = _servers(text)
+    except ValueError as exc:
+        out.write(f"The MCP server configuration cannot be used: {exc}\n")
+        return 1
+    results = asyncio.run(_check_all(servers, cwd or Path.cwd(), out))
+    failed = results.count(False)
+    if failed:
+        out.write(f"\n{failed} of {len(results)} MCP server(s) could not be used.\n")
+        return 1
+    out.write(f"\nAll {len(results)} MCP server(s) work.\n")
+    return 0
+
+
+def _servers(text: str) -> list[ServerConfig]:
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"it is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
+    entries = data if isinstance(data, list) else [data]
+    if not entries or not all(isinstance(e, dict) and e.get("name") for e in entries):
+        raise ValueError(
+            'give an object like {"name": "docs", "command": "/path/to/server", "args": []} '
+            'or {"type": "http", "name": "web", "url": "https://…"}, or a list of them.'
+        )
+    try:
+        return from_editor(entries, acp_allowed=False)
+    except InvalidParams as exc:
+        raise ValueError(str(exc).removeprefix("Invalid params: ")) from None
+
+
+async def _check_all(servers: list[ServerConfig], cwd: Path, out: TextIO) -> list[bool]:
+    results = []
+    for server in servers:
+        results.append(await _check(server, cwd, out))
+    return results
+
+
+async def _check(server: ServerConfig, cwd: Path, out: TextIO) -> bool:
+    """Connect to one server and list its tools; False when it cannot be used."""
+    # Imported here: the `mcp` package is needed only when a server is checked.
+    from acp_server.tools.mcp import McpConnection, McpUnavailable
+    from acp_server.tools.mcp_tools import kind_of, tools_of
+
+    reports: list[str] = []
+    out.write(f"MCP server {server.name!r} ({server.describe()})\n")
+    connection = McpConnection(server, cwd, reports.append)
+    started = time.monotonic()
+    try:
+        await connection.connect()
+    except McpUnavailable as exc:
+        out.write(f"  not available: {exc}.\n  {_hint(server)}\n")
+        return False
+    try:
+        seconds = time.monotonic() - started
+        tools = tools_of(connection, set())
+        out.write(f"  connected in {seconds:.1f} s; {len(tools)} tool(s):\n")
+        for tool, remote in zip(tools, connection.tools, strict=True):
+            kind = kind_of(remote.annotations)[0]
+            about = (remote.description or "").strip().splitlines()
+            out.write(f"    {tool.name}  [{kind}]  {about[0] if about else ''}\n".rstrip() + "\n")
+        return True
+    finally:
+        await connection.close()
+
+
+def _hint(server: ServerConfig) -> str:
+    if server.transport == "stdio":
+        return (
+            "Check that the command exists and runs by itself (editors pass an absolute path), "
+            "and read its last output quoted above, if any."
+        )
+    return "Check that the server is running at that address and that the headers are right."

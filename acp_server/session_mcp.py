@@ -1,0 +1,141 @@
+"""A session's MCP servers: connected in the background, offered as tools, failures told once.
+
+`session/new` (or load, resume) answers at once: `McpServers` starts one background task per
+server and nothing waits for them. The first prompt waits for the pending connections, each
+bounded by its server's start-up timeout, then proceeds with what connected. A server that
+failed is reported once: the session's `report` callback shows a notice at once when the editor
+shows notices, otherwise the report waits for the next turn and is said as an agent message
+(`take_reports`). The model hears of it too: `note_for_model` is a line for its system prompt,
+so it does not promise a tool that is not there.
+
+The `mcp` package is imported off the event loop, and only here, when a session has servers:
+it costs most of a second, which `initialize` and sessions without servers never pay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from acp_server.tools.mcp_config import ServerConfig
+
+if TYPE_CHECKING:
+    from acp_server.tools.base import Tool
+    from acp_server.tools.mcp import McpConnection
+
+log = logging.getLogger(__name__)
+
+Report = Callable[[str], None]
+
+
+class McpServers:
+    """The MCP servers of one session (see the module docstring)."""
+
+    def __init__(self, servers: Sequence[ServerConfig], cwd: Path, notify: Report | None) -> None:
+        self.servers = list(servers)
+        self._cwd = cwd
+        self._notify = notify  # shows a notice now; None: reports wait for the next turn
+        self._reports: list[str] = []
+        self._connected: list[McpConnection] = []
+        self._unavailable: dict[str, str] = {}  # server name: why, for the model
+        self._pending: set[asyncio.Task[None]] = set()
+        self._closed = False
+        for server in self.servers:
+            task = asyncio.get_running_loop().create_task(self._connect(server))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+
+    @classmethod
+    def start(
+        cls, servers: Sequence[ServerConfig], cwd: Path, notify: Report | None
+    ) -> McpServers | None:
+        """Start connecting to `servers` in the background (None when there are none)."""
+        return cls(servers, cwd, notify) if servers else None
+
+    async def _connect(self, server: ServerConfig) -> None:
+        reason = None
+        try:
+            module = await asyncio.to_thread(importlib.import_module, "acp_server.tools.mcp")
+            connection: McpConnection = module.McpConnection(server, self._cwd, self.report)
+            await connection.connect()
+        except Exception as exc:  # McpUnavailable says why; anything else is our failure
+            if type(exc).__name__ != "McpUnavailable":
+                log.exception("connecting to the MCP server %s failed", server.name)
+            reason = str(exc) or repr(exc)
+        if reason is not None:
+            self._unavailable[server.name] = reason
+            self.report(
+                f"The MCP server {server.name!r} (from {server.origin}) is not available: "
+                f"{reason}. Its tools are left out of this session; `acp-server doctor --mcp` "
+                "can check its configuration."
+            )
+        elif self._closed:
+            await connection.close()
+        else:
+            self._connected.append(connection)
+            log.info("MCP server %s: %d tool(s)", server.name, len(connection.tools))
+
+    def report(self, text: str) -> None:
+        """Tell the user once: a notice now, or an agent message at the next turn."""
+        if self._closed:
+            return
+        log.warning("%s", text)
+        if self._notify is not None:
+            self._notify(text)
+        else:
+            self._reports.append(text)
+
+    async def before_turn(self, tell: Callable[[str, str], None]) -> str:
+        """Wait for pending connections, say what failed since the last turn; the note for the
+        model's system prompt ("" or a paragraph)."""
+        await self.ready()
+        reports, self._reports = self._reports, []
+        for text in reports:
+            tell(text, "warning")
+        note = self.note_for_model()
+        return f"\n\n{note}" if note else ""
+
+    async def ready(self) -> None:
+        """Wait for the connections still being made (each within its start-up timeout)."""
+        if self._pending:
+            await asyncio.wait(set(self._pending))
+
+    def tools(self) -> list[Tool]:
+        """The tools of the connected servers, uniquely named."""
+        if not self._connected:
+            return []
+        from acp_server.tools.mcp_tools import tools_of
+
+        taken: set[str] = set()
+        tools: list[Tool] = []
+        for connection in self._connected:
+            tools += tools_of(connection, taken)
+        return tools
+
+    def note_for_model(self) -> str:
+        """A line for the model about servers whose tools are missing ("" when none are)."""
+        missing = dict(self._unavailable)
+        for connection in self._connected:
+            if connection.broken and connection.restarted:
+                missing[connection.name] = connection.broken
+        if not missing:
+            return ""
+        listed = "; ".join(f"{name} ({why})" for name, why in missing.items())
+        return (
+            "These MCP servers the user configured are not available in this session, so "
+            f"their tools are missing; do not offer or promise them: {listed}."
+        )
+
+    async def close(self) -> None:
+        """Disconnect every server and end its processes."""
+        self._closed = True
+        for task in list(self._pending):
+            task.cancel()
+        if self._pending:
+            await asyncio.wait(set(self._pending), timeout=5.0)
+        connections, self._connected = self._connected, []
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)

@@ -1,0 +1,103 @@
+"""An MCP server for the tests, written with the `mcp` package (server side).
+
+Run as a script (`python tests/support/mcp_server.py BEHAVIOUR [--http PORT | --sse PORT]`):
+stdio by default, or streamable HTTP / SSE on 127.0.0.1. BEHAVIOUR chooses how it misbehaves:
+
+- `normal`: serves its tools;
+- `exit`: exits at once (before answering `initialize`);
+- `hang`: never answers (sleeps at start, before serving);
+- `crash2`: its `echo` tool works once, and the second call kills the process;
+- `noisy`: writes a line that is not JSON-RPC to its stdout, and to stderr at start and at each
+  call (none of it may reach the agent's stdout).
+
+Tools: `echo` (read-only), `add` (structured result), `fail` (an error result), `image`
+(an image result), `remove` (destructive), `slow` (sleeps, for cancels).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.utilities.types import Image
+from mcp.types import ToolAnnotations
+
+PIXEL = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+)
+
+
+def build(behaviour: str) -> MCPServer:
+    server: MCPServer = MCPServer("test-mcp")
+    calls = {"echo": 0}
+
+    @server.tool(
+        description="Repeat the text back.", annotations=ToolAnnotations(read_only_hint=True)
+    )
+    def echo(text: str) -> str:
+        calls["echo"] += 1
+        if behaviour == "noisy":
+            print(f"noisy stderr: echo {text}", file=sys.stderr, flush=True)
+        if behaviour == "crash2" and calls["echo"] >= 2:
+            os._exit(3)
+        return f"echo: {text}"
+
+    @server.tool(description="Add two numbers.")
+    def add(a: int, b: int) -> dict[str, int]:
+        return {"sum": a + b}
+
+    @server.tool(description="Always fails.")
+    def fail(reason: str) -> str:
+        raise ValueError(f"failed on purpose: {reason}")
+
+    @server.tool(description="A one-pixel image.")
+    def image() -> Image:
+        return Image(data=PIXEL, format="png")
+
+    @server.tool(
+        description="Pretend to remove a thing.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
+    )
+    def remove(thing: str) -> str:
+        return f"removed {thing}"
+
+    @server.tool(description="Sleep for a while.")
+    def slow(seconds: float) -> str:
+        time.sleep(seconds)
+        return "slept"
+
+    return server
+
+
+def main(argv: list[str]) -> None:
+    behaviour = argv[1] if len(argv) > 1 else "normal"
+    if behaviour == "exit":
+        print("test-mcp: exiting at start on purpose", file=sys.stderr, flush=True)
+        sys.exit(1)
+    if behaviour == "hang":
+        time.sleep(3600)
+    if behaviour == "noisy":  # neither line may reach the agent's stdout
+        print("noisy stderr: starting", file=sys.stderr, flush=True)
+        print("noisy stdout: not JSON-RPC", flush=True)
+    server = build(behaviour)
+    if "--http" in argv:
+        port = int(argv[argv.index("--http") + 1])
+        _serve_app(server.streamable_http_app(), port)
+    elif "--sse" in argv:
+        port = int(argv[argv.index("--sse") + 1])
+        _serve_app(server.sse_app(), port)
+    else:
+        server.run("stdio")
+
+
+def _serve_app(app: object, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main(sys.argv)
