@@ -72,6 +72,17 @@ def _stat(pid: str) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[2])
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie only waits to be reaped)."""
+    return _stat(str(pid)) is not None
+
+
+def started_pids(folder: Path) -> list[int]:
+    """The pids commands wrote to `pid-*` files in `folder` (`echo $$ > pid-N`)."""
+    texts = (path.read_text().strip() for path in folder.glob("pid-*"))
+    return [int(text) for text in texts if text]
+
+
 def descendants(pid: int) -> tuple[int, ...]:
     """Processes started under `pid` that still run: its descendants, and whatever is left in a
     process group one of them leads (a command run in its own group whose shell exited)."""
