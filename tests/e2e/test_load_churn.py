@@ -2,9 +2,10 @@
 
 Each session runs one scripted turn of one of four kinds, in turn: a text reply; a command, then
 a reply; a file read, then a reply; a command that sleeps, with `session/close` sent while it
-runs (the prompt must answer `cancelled` and the command must be stopped). Commands run in the
-editor's terminals (the fake editor really runs them) or, when the editor has none, as the
-server's own child processes: both are run. After twenty sessions of warm-up the server's
+runs (the prompt must answer `cancelled` and the command must be stopped). Three runs: commands
+in the editor's terminals (the fake editor really runs them); commands as the server's own child
+processes (the editor has no terminal); and the same with the model a mock LLM over HTTP
+instead of the scripted backend. After twenty sessions of warm-up the server's
 resident memory, threads and open file descriptors are read from /proc; after two hundred more
 they are read again. Checked: no process the server started still runs, every terminal it
 created was released, threads and file descriptors are back where they were, and the resident
@@ -28,6 +29,7 @@ from acp_server.backends.scripted import ScriptedBackend
 from acp_server.protocol import AcpAgent
 from tests.support.fake_editor import FakeEditor, InProcessPeer
 from tests.support.load import ProcessUsage, alive, started_pids
+from tests.support.mock_llm import MockLLM
 from tests.support.raw import Frame, RawServer
 
 Start = Callable[..., Any]
@@ -100,17 +102,38 @@ async def settled(pid: int, baseline: ProcessUsage) -> ProcessUsage:
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.parametrize("terminals", [True, False], ids=["editor-terminals", "local-commands"])
-async def test_two_hundred_sessions_opened_and_closed_leave_nothing_behind(
-    server_factory: Start, script: Any, tmp_path: Path, figures: Any, terminals: bool
-) -> None:
-    (tmp_path / "notes.txt").write_text("notes\n", encoding="utf-8")
-    path = script([r for n in range(WARMUP + SESSIONS) for r in rounds(n, tmp_path)])
-    server: RawServer = await server_factory("--script", str(path))
-    editor = FakeEditor(terminal=terminals)
+async def start(
+    kind: str, server_factory: Start, script: Any, mock: MockLLM, cwd: Path
+) -> tuple[RawServer, FakeEditor]:
+    """The server (its model: the script, or the mock LLM playing the same rounds over HTTP)
+    and an editor with terminals or without."""
+    played = [r for n in range(WARMUP + SESSIONS) for r in rounds(n, cwd)]
+    if kind == "http-model":
+        mock.queue(*played)
+        env = {"OPENAI_BASE_URL": f"{mock.url}/v1", "OPENAI_API_KEY": "sk-mock"}
+        args = ["--model", "openai:mock-model"]
+        server = await server_factory(*args, env={**env, "ACP_SERVER_DISCOVER": "0"})
+    else:
+        server = await server_factory("--script", str(script(played)))
+    editor = FakeEditor(terminal=kind == "editor-terminals")
     editor.attach(server)
     caps = editor.capabilities()
     await server.request("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
+    return server, editor
+
+
+@pytest.mark.parametrize("kind", ["editor-terminals", "local-commands", "http-model"])
+async def test_two_hundred_sessions_opened_and_closed_leave_nothing_behind(
+    server_factory: Start,
+    script: Any,
+    mock_llm: MockLLM,
+    tmp_path: Path,
+    figures: Any,
+    kind: str,
+) -> None:
+    """`http-model`: the model is the mock LLM over HTTP (and commands run locally)."""
+    (tmp_path / "notes.txt").write_text("notes\n", encoding="utf-8")
+    server, editor = await start(kind, server_factory, script, mock_llm, tmp_path)
     pid = server.proc.pid
     for n in range(WARMUP):
         await one_session(server, n, tmp_path)

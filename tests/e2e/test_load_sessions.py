@@ -5,7 +5,8 @@ Every session's turn is the same story with its own words: the model calls `writ
 the session's own call id, path and content (a permission request the test answers per session,
 allow or reject, seeded), then streams a reply whose every word names the session (`s7w12`).
 Some sessions are cancelled (seeded: which, and when: at once, while the tool call streams,
-while the permission request waits, while the reply streams). Checked afterwards:
+while the permission request waits, while the editor writes the file, before the reply's first
+word, while the reply streams). Checked afterwards:
 
 - each prompt is answered once: `cancelled` where a cancel was sent, else `end_turn`; no update
   of a session follows its answer;
@@ -41,7 +42,7 @@ from tests.support.raw import Frame, RawServer
 Start = Callable[..., Any]
 SESSIONS = 50
 WORDS = 24
-MOMENTS = ("at-once", "tool-stream", "permission", "reply-stream")
+MOMENTS = ("at-once", "tool-stream", "permission", "client-write", "reply-head", "reply-stream")
 STALL = 30.0  # a cancelled stream stalls this long: the cancel always lands while it runs
 TAG = re.compile(r"\[load-session-(\d+)\]")
 # Anything that names a session: its words, call id, file, tag.
@@ -78,6 +79,8 @@ def responder(plans: list[Plan]) -> Callable[[dict[str, Any]], Response]:
             call = {"id": f"call_s{plan.k}", "name": "write_file", "arguments": args}
             return {"tool_calls": [call], **(stall if plan.moment == "tool-stream" else {})}
         reply: Response = {"text": plan.reply(), "delay_ms": 2}
+        if plan.moment == "reply-head":  # the answer's headers, then nothing
+            return {**reply, **stall, "after": 0}
         return {**reply, **({**stall, "after": 6} if plan.moment == "reply-stream" else {})}
 
     return respond
@@ -110,6 +113,9 @@ class Crowd:
 
     async def write(self, params: dict[str, Any]) -> dict[str, Any]:
         self.writes.append(params)
+        plan = self.plan_of(params["sessionId"])
+        if plan.moment == "client-write":  # the editor is slow to write: done after the cancel
+            await self.cancelled[plan.session].wait()
         return await self.editor.write_text_file(params)
 
     async def open(self, plan: Plan) -> None:
@@ -134,12 +140,29 @@ class Crowd:
         updates = self.router.updates[plan.session]
         if plan.moment == "tool-stream":
             await asyncio.sleep(rng.random() * 0.05)
+        elif plan.moment == "client-write":
+            await self.router.wait_for(lambda: self.writing(plan.session))
+        elif plan.moment == "reply-head":
+            await self.router.wait_for(lambda: self.tool_done(plan.session))
+            await asyncio.sleep(rng.random() * 0.02)
         elif plan.moment == "permission":
             await self.router.wait_for(lambda: self.asked(plan.session))
         elif plan.moment == "reply-stream":
             await self.router.wait_for(
                 lambda: any(u["sessionUpdate"] == "agent_message_chunk" for u in updates)
             )
+
+    def writing(self, session: str) -> bool:
+        return any(
+            r["method"] == "fs/write_text_file" and r["params"]["sessionId"] == session
+            for r in self.router.requests
+        )
+
+    def tool_done(self, session: str) -> bool:
+        return any(
+            u["sessionUpdate"] == "tool_call_update" and u.get("status") in ("completed", "failed")
+            for u in self.router.updates[session]
+        )
 
     def asked(self, session: str) -> bool:
         return any(
@@ -152,7 +175,8 @@ def make_plans(rng: random.Random) -> list[Plan]:
     plans = []
     for k in range(SESSIONS):
         moment = rng.choice(MOMENTS) if rng.random() < 0.4 else None
-        plans.append(Plan(k, moment, allow=rng.random() < 0.7))
+        allow = moment == "client-write" or rng.random() < 0.7  # a write needs the user's yes
+        plans.append(Plan(k, moment, allow))
     return plans
 
 
