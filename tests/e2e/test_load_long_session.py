@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.context_session import updates_of
-from tests.support.load import rss_kib
+from tests.support.load import ProcessUsage
 from tests.support.mock_llm import MockLLM, Response
 from tests.support.mock_llm.responders import SUMMARY_TEXT
 from tests.support.mock_llm.view import conversation, tool_names
@@ -87,7 +87,7 @@ async def test_a_thousand_turns_in_one_small_session_then_load(
     started = time.perf_counter()
     for n in range(TURNS):
         if n == 50:
-            warm = rss_kib(server.proc.pid)
+            warm = ProcessUsage.of(server.proc.pid)
         params = {"sessionId": session, "prompt": [{"type": "text", "text": f"remember w{n}"}]}
         answer, before = await server.response(await server.call("session/prompt", params), 30)
         assert answer.get("result", {}).get("stopReason") == "end_turn", (n, answer)
@@ -95,9 +95,11 @@ async def test_a_thousand_turns_in_one_small_session_then_load(
         assert spoken(updates)[-1] == ("agent_message_chunk", f"noted w{n}"), (n, updates)
         live += updates
     elapsed = time.perf_counter() - started
-    rss = rss_kib(server.proc.pid)
+    end = ProcessUsage.of(server.proc.pid)
+    rss = end.rss_kib
     figures("1,000 turns", f"{elapsed:.1f} s, {len(mock_llm.chat_requests)} model requests")
-    figures("RSS after 50 / 1,000 turns", f"{warm / 1024:.1f} / {rss / 1024:.1f} MiB")
+    figures("after 50 turns", warm.describe())
+    figures("after 1,000 turns", end.describe())
     summaries = [r for r in mock_llm.chat_requests if not tool_names(r.json)]
     figures("summaries", f"{len(summaries)}; largest request {max(mock_llm.counted)} tokens")
     assert mock_llm.overflows == [] and mock_llm.invalid == []
@@ -105,7 +107,8 @@ async def test_a_thousand_turns_in_one_small_session_then_load(
     # a turn) and allocator slack: 2.5 MiB was measured over these 950 turns. A history that
     # kept every message would still fit, but one that kept each request it sent (up to
     # ~12 KiB of JSON here) or its task and stream would not.
-    assert rss - warm < 12 * 1024, f"RSS grew {(rss - warm) / 1024:.1f} MiB over 950 turns"
+    assert rss - warm.rss_kib < 12 * 1024, f"RSS grew {rss - warm.rss_kib} KiB over 950 turns"
+    assert (end.threads, end.fds) == (warm.threads, warm.fds)  # no connection or thread kept
     assert max(mock_llm.counted) <= WINDOW
     assert len(summaries) >= 10, "a thousand turns in 4K must have been compacted many times"
     await server.close_stdin()
