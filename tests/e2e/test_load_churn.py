@@ -1,10 +1,11 @@
 """Two hundred sessions opened, used and closed on one real `acp-server`: nothing stays behind.
 
-Each session runs one scripted turn of one of four kinds, in turn: a text reply; a command, then
-a reply; a file read, then a reply; a command that sleeps, with `session/close` sent while it
-runs (the prompt must answer `cancelled` and the command must be stopped). Three runs: commands
-in the editor's terminals (the fake editor really runs them); commands as the server's own child
-processes (the editor has no terminal); and the same with the model a mock LLM over HTTP
+Each session runs one scripted turn of one of six kinds, in turn: a text reply; a command, then
+a reply; a file read, then a reply; and three closed mid-turn with `session/close` (the prompt
+must answer `cancelled`): while a command sleeps (it must be stopped), while a permission
+request waits (the editor then answers it cancelled), while the reply streams. Three runs:
+commands in the editor's terminals (the fake editor really runs them); commands as the server's
+own child processes (the editor has no terminal); and the same with the model a mock LLM over HTTP
 instead of the scripted backend. After twenty sessions of warm-up the server's
 resident memory, threads and open file descriptors are read from /proc; after two hundred more
 they are read again. Checked: no process the server started still runs, every terminal it
@@ -43,42 +44,76 @@ SESSIONS = 200
 RSS_GROWTH_KIB = 5 * 1024
 
 
+KINDS = 6  # text; command; read; closed during a command, a permission request, a stream
+MID_TURN = {3: "command", 4: "permission", 5: "stream"}
+SLOW = " ".join(f"w{i}" for i in range(50))
+
+
 def rounds(n: int, cwd: Path) -> list[dict[str, Any]]:
-    """The scripted model's rounds for session `n` (kind n % 4)."""
-    kind = n % 4
+    """The model's rounds for session `n` (kind n % KINDS)."""
+    kind = n % KINDS
     done = {"text": f"session {n} done."}
     if kind == 0:
         return [done]
-    if kind == 1:
-        call = {"name": "run_command", "arguments": {"command": f"echo churn {n}"}}
-        return [{"tool_calls": [call]}, done]
-    if kind == 2:
-        call = {"name": "read_file", "arguments": {"path": "notes.txt"}}
-        return [{"tool_calls": [call]}, done]
-    sleep = f"echo $$ > {cwd}/pid-{n} && exec sleep 30"
-    return [{"tool_calls": [{"name": "run_command", "arguments": {"command": sleep}}]}]
+    if kind in (1, 2):
+        command = {"name": "run_command", "arguments": {"command": f"echo churn {n}"}}
+        read = {"name": "read_file", "arguments": {"path": "notes.txt"}}
+        return [{"tool_calls": [command if kind == 1 else read]}, done]
+    if kind == 3:
+        sleep = f"echo $$ > {cwd}/pid-{n} && exec sleep 30"
+        return [{"tool_calls": [{"name": "run_command", "arguments": {"command": sleep}}]}]
+    if kind == 4:
+        write = {"name": "write_file", "arguments": {"path": f"f{n}.txt", "content": "x"}}
+        return [{"tool_calls": [write]}]
+    return [{"text": SLOW, "delay_ms": 20}]
+
+
+def reached(kind: str, session: str, frame: Frame, cwd: Path, n: int) -> bool:
+    """Whether the turn of a session to close mid-turn is where `kind` closes it."""
+    if kind == "command":
+        pid_file = cwd / f"pid-{n}"
+        return pid_file.exists() and bool(pid_file.read_text().strip())
+    if kind == "permission":
+        return frame.get("method") == "session/request_permission"
+    params = frame.get("params", {})
+    chunk = params.get("update", {}).get("sessionUpdate") == "agent_message_chunk"
+    return bool(chunk and params.get("sessionId") == session)
 
 
 async def one_session(server: RawServer, n: int, cwd: Path) -> None:
-    """session/new, a prompt, session/close (during the turn for every fourth session)."""
+    """session/new, a prompt, session/close (during the turn for half the kinds)."""
     new = await server.request("session/new", {"cwd": str(cwd), "mcpServers": []})
     session = new["result"]["sessionId"]
     prompt = {"sessionId": session, "prompt": [{"type": "text", "text": f"churn {n}"}]}
-    req = await server.call("session/prompt", prompt)
-    if n % 4 != 3:
-        answer, _ = await server.response(req, timeout=20)
+    kind = MID_TURN.get(n % KINDS)
+    if kind is None:
+        answer = await server.request("session/prompt", prompt, timeout=20)
         assert answer["result"]["stopReason"] == "end_turn", (n, answer)
         closed = await server.request("session/close", {"sessionId": session})
         assert closed.get("result") == {}, (n, closed)
         return
-    pid_file = cwd / f"pid-{n}"
-    async with asyncio.timeout(20):
-        while not pid_file.exists() or not pid_file.read_text().strip():
-            await asyncio.sleep(0.005)
+    closing = asyncio.Event()
+    allow = server.handlers["session/request_permission"]
+
+    async def hold(params: Any) -> Any:  # until the close: then cancelled, as ACP asks
+        await closing.wait()
+        return {"outcome": {"outcome": "cancelled"}}
+
+    if kind == "permission":
+        server.handlers["session/request_permission"] = hold
+    req = await server.call("session/prompt", prompt)
+    if kind == "command":
+        async with asyncio.timeout(20):
+            while not reached(kind, session, {}, cwd, n):
+                await asyncio.sleep(0.005)
+    else:
+        await server.until(lambda f: reached(kind, session, f, cwd, n), timeout=20)
     close = await server.call("session/close", {"sessionId": session})
+    closing.set()
     got = await answers(server, {req, close})
-    assert got[req].get("result") == {"stopReason": "cancelled"}, (n, got)
-    assert got[close].get("result") == {}, (n, got)
+    server.handlers["session/request_permission"] = allow
+    assert got[req].get("result") == {"stopReason": "cancelled"}, (n, kind, got)
+    assert got[close].get("result") == {}, (n, kind, got)
 
 
 async def answers(server: RawServer, ids: set[Any]) -> dict[Any, Frame]:
@@ -156,41 +191,66 @@ async def test_two_hundred_sessions_opened_and_closed_leave_nothing_behind(
     await editor.close()
 
 
-async def test_two_hundred_sessions_in_process_leave_no_task(tmp_path: Path) -> None:
-    """session/new, a prompt that runs a command, session/close: the task count comes back."""
-    (tmp_path / "notes.txt").write_text("notes\n", encoding="utf-8")
-    script = [r for n in range(WARMUP + SESSIONS) for r in rounds(n, tmp_path)]
-    backend = ScriptedBackend.from_rounds(script)
-    agent = AcpAgent(lambda: backend)
-    agent.conn = InProcessPeer(FakeEditor(terminal=False))
-    handlers = agent.request_handlers()
-    caps = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
-    await handlers["initialize"]({"protocolVersion": 1, "clientCapabilities": caps})
+class InProcess:
+    """The same sessions in process: an `AcpAgent` whose editor is the in-process peer."""
 
-    async def one(n: int) -> None:
-        created = await handlers["session/new"]({"cwd": str(tmp_path), "mcpServers": []})
+    def __init__(self, cwd: Path) -> None:
+        script = [r for n in range(WARMUP + SESSIONS) for r in rounds(n, cwd)]
+        backend = ScriptedBackend.from_rounds(script)
+        self.agent = AcpAgent(lambda: backend)
+        self.peer = InProcessPeer(FakeEditor(terminal=False))
+        self.agent.conn = self.peer
+        self.handlers = self.agent.request_handlers()
+        self.allow = self.peer.handlers["session/request_permission"]
+        self.asked: set[str] = set()
+        self.cwd = cwd
+
+    def reached(self, kind: str, session: str, n: int) -> bool:
+        if kind == "stream":
+            updates = self.peer.updates(session)
+            return any(u["sessionUpdate"] == "agent_message_chunk" for u in updates)
+        return session in self.asked or reached(kind, session, {}, self.cwd, n)
+
+    async def one(self, n: int) -> None:
+        created = await self.handlers["session/new"]({"cwd": str(self.cwd), "mcpServers": []})
         session = created["sessionId"]
         prompt = {"sessionId": session, "prompt": [{"type": "text", "text": f"churn {n}"}]}
+        kind = MID_TURN.get(n % KINDS)
+        closing = asyncio.Event()
+
+        async def hold(params: Any) -> Any:
+            self.asked.add(params["sessionId"])
+            await closing.wait()
+            return {"outcome": {"outcome": "cancelled"}}
 
         async def ask() -> Any:
-            return await handlers["session/prompt"](prompt)
+            return await self.handlers["session/prompt"](prompt)
 
+        permission = hold if kind == "permission" else self.allow
+        self.peer.handlers["session/request_permission"] = permission
         turn = asyncio.create_task(ask())
-        if n % 4 == 3:
-            async with asyncio.timeout(20):
-                while not (tmp_path / f"pid-{n}").exists():
-                    await asyncio.sleep(0.005)
-        else:
-            await turn
-        await handlers["session/close"]({"sessionId": session})
-        assert (await turn)["stopReason"] == ("cancelled" if n % 4 == 3 else "end_turn")
+        async with asyncio.timeout(20):
+            while kind is not None and not self.reached(kind, session, n):
+                await asyncio.sleep(0.005)
+            if kind is None:
+                await turn
+        await self.handlers["session/close"]({"sessionId": session})
+        closing.set()
+        assert (await turn)["stopReason"] == ("cancelled" if kind else "end_turn"), (n, kind)
 
+
+async def test_two_hundred_sessions_in_process_leave_no_task(tmp_path: Path) -> None:
+    """session/new, a prompt, session/close, each kind of turn: the task count comes back."""
+    (tmp_path / "notes.txt").write_text("notes\n", encoding="utf-8")
+    editor = InProcess(tmp_path)
+    caps = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
+    await editor.handlers["initialize"]({"protocolVersion": 1, "clientCapabilities": caps})
     for n in range(WARMUP):
-        await one(n)
+        await editor.one(n)
     await asyncio.sleep(0.05)
     start = len(asyncio.all_tasks())
     for n in range(WARMUP, WARMUP + SESSIONS):
-        await one(n)
+        await editor.one(n)
     deadline = time.monotonic() + 2
     while len(asyncio.all_tasks()) > start and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
