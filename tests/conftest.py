@@ -16,6 +16,7 @@ from tests.support.mock_llm import mock_llm  # noqa: F401 - a fixture for every 
 from tests.support.raw import RawServer, console_script
 
 TAP = Path(__file__).parent / "support" / "tap.py"
+FIGURES = pytest.StashKey[list[str]]()
 
 
 class Conformance:
@@ -107,3 +108,25 @@ async def server_factory(
     yield start
     for server in started:
         await server.stop()
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest, record_property: Any) -> Callable[[str, Any], None]:
+    """Report a measured figure (load tests): on stderr (shown when the test fails), as a
+    property of the test in JUnit XML, and in a "load figures" section at the end of the run."""
+
+    def note(name: str, value: Any) -> None:
+        line = f"{request.node.nodeid}: {name}: {value}"
+        record_property(name, value)
+        request.config.stash.setdefault(FIGURES, []).append(line)
+        print(line, file=sys.stderr)
+
+    return note
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    lines = config.stash.get(FIGURES, [])
+    if lines:
+        terminalreporter.section("load figures")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -89,14 +89,17 @@ def chunks(text: str, size: int | None) -> Iterator[str]:
 
 
 class ScriptedBackend:
-    """Plays rounds from a script file (read at the first request) or from a list of rounds;
-    records every request it was sent."""
+    """Plays rounds from a script file (read at the first request) or from a list of rounds.
+    Built from a list (in-process tests), it records every request it was sent in `requests`;
+    from a file (the server's one backend for all sessions) it keeps none, or the process would
+    grow with every prompt it ever answered."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, record: bool = False) -> None:
         self.path = path
         self._rounds: list[dict[str, Any]] | None = None
         self._next = 0
         self.requests: list[ModelRequest] = []
+        self._record = record
         # Tool-call ids the script leaves out are made unique per process run: ACP wants
         # them unique within a session, and a session outlives the process.
         self._run = secrets.token_hex(3)
@@ -104,7 +107,7 @@ class ScriptedBackend:
     @classmethod
     def from_rounds(cls, rounds: list[dict[str, Any]]) -> ScriptedBackend:
         """A backend playing `rounds` (the script file's schema, checked now): no file needed."""
-        backend = cls(Path("rounds"))  # names the label only: no file is ever read
+        backend = cls(Path("rounds"), record=True)  # the path only names the label
         backend._rounds = check_rounds(list(rounds), "The list of script rounds")
         return backend
 
@@ -121,7 +124,8 @@ class ScriptedBackend:
         return self._rounds
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
-        self.requests.append(request)
+        if self._record:
+            self.requests.append(request)
         broken = history_problems(request.messages)
         if broken:
             # Like a strict OpenAI-compatible endpoint: a malformed history is rejected.

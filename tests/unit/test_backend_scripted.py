@@ -62,3 +62,15 @@ async def test_a_list_of_rounds_is_played_in_order() -> None:
 def test_malformed_rounds_are_refused_at_once_saying_where() -> None:
     with pytest.raises(ScriptError, match=r"round \[1\].*finish"):
         ScriptedBackend.from_rounds([{"text": "ok"}, {"finish": "sometime"}])
+
+
+async def test_the_servers_script_backend_keeps_no_request_it_answered(tmp_path: Path) -> None:
+    """`acp-server --script` plays one backend for every session of the process: keeping each
+    request (its whole history) made the server grow with every prompt it ever answered (seen
+    by tests/e2e/test_load_churn.py). Only the in-process backend of tests records them."""
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(ROUNDS), encoding="utf-8")
+    backend = ScriptedBackend(path)
+    for _ in range(3):
+        await play(backend)
+    assert backend.requests == []
