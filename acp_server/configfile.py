@@ -268,6 +268,8 @@ def _build(
     providers = dict(builtins)
     for name, entry in data.get("providers", {}).items():
         base = builtins.get(name)
+        if base is not None and base.dialect == "local":
+            base = None  # the embedded model has nothing to change: a file's `local` is its own
         providers[name] = Provider(
             name=name,
             dialect=entry.get("dialect") or (base.dialect if base else ""),
