@@ -90,7 +90,7 @@ class LocalServer:
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 start_new_session=True,
             )
-        log.info("starting the embedded model %s on port %d (log: %s)", self.gguf, port, self.log_path)
+        log.info("starting the embedded model %s on port %d (log: %s)", self.gguf, port, sink.name)
         url = f"http://127.0.0.1:{port}/v1"
         await self._wait_ready(url, deadline)
         if self._proc is not None:
