@@ -103,7 +103,7 @@ def builtin_providers(env: Mapping[str, str]) -> dict[str, Provider]:
         for name, h in HOSTED.items()
     }
     out["ollama"] = Provider("ollama", "ollama", ollama_url(env.get("OLLAMA_HOST")))
-    # A GGUF file run by the agent itself (backends/local.py): `local:smollm2` or `local:/path.gguf`.
+    # A GGUF file the agent runs itself (backends/local.py): `local:smollm2`, `local:/a.gguf`.
     out["local"] = Provider("local", "local", LOCAL_URL)
     return out
 

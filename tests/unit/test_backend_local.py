@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from acp_server.backends import local, local_server, select
+from acp_server.backends.providers import builtin_providers
 from acp_server.backends.unconfigured import UnconfiguredBackend
 from acp_server.messages import ModelRequest, StreamError, text_message
 
@@ -22,7 +23,7 @@ def test_a_gguf_path_that_does_not_exist_is_explained_before_anything_starts(
 async def test_local_with_a_missing_file_answers_each_prompt_with_the_problem(
     tmp_path: Path,
 ) -> None:
-    provider = select.builtin_providers({})["local"]
+    provider = builtin_providers({})["local"]
     backend = select.from_provider(provider, str(tmp_path / "nowhere.gguf"), {})
     assert isinstance(backend, UnconfiguredBackend)
     events = [e async for e in backend.stream(ModelRequest((text_message("user", "hi"),)))]
