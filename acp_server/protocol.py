@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from acp_server import __version__, lifecycle
+from acp_server import __version__, auth, lifecycle
 from acp_server.config import Settings
 from acp_server.jsonrpc import NotificationHandler, Params, RequestHandler
 from acp_server.params import absolute_dir, check, directories, warm_up_validation
@@ -68,11 +68,15 @@ class AcpAgent:
         self.client_capabilities: dict[str, Any] = {}
         self.conn: Peer | None = None
         self._sessions: Sessions | None = None
+        self._source: ModelSource | None = None
+        self._source_made = False
+        self._auth_methods: list[dict[str, Any]] = []
 
     def request_handlers(self) -> dict[str, RequestHandler]:
         return {
             "initialize": self.initialize,
             "authenticate": self.authenticate,
+            "logout": self.logout,
             "session/new": self.new_session,
             "session/prompt": self.prompt,
             "session/set_mode": self.set_mode,
@@ -103,9 +107,20 @@ class AcpAgent:
                 editors=self._editor,
                 send_update=self.send_update,
                 settings=self.settings,
-                models=self._models() if self._models is not None else None,
+                models=self.model_source(),
             )
         return self._sessions
+
+    def model_source(self) -> ModelSource | None:
+        """The models of this connection, made once (None: a fixed backend, e.g. a script)."""
+        if not self._source_made:
+            self._source_made = True
+            self._source = self._models() if self._models is not None else None
+        return self._source
+
+    def _missing_key(self) -> tuple[str, str] | None:
+        source = self.model_source()
+        return source.missing_key() if source is not None else None
 
     def close(self) -> None:
         if self._sessions is not None:
@@ -117,6 +132,7 @@ class AcpAgent:
         check("initialize", "acp/initialize.json", params)
         caps = params.get("clientCapabilities")
         self.client_capabilities = caps if isinstance(caps, dict) else {}
+        self._auth_methods = auth.methods(self._missing_key(), self.client_capabilities)
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -124,13 +140,29 @@ class AcpAgent:
                 "promptCapabilities": PROMPT_CAPABILITIES,
                 "mcpCapabilities": {"http": False, "sse": False},
                 "sessionCapabilities": SESSION_CAPABILITIES,
+                "auth": {"logout": {}},
             },
-            "authMethods": [],
+            "authMethods": self._auth_methods,
             "agentInfo": {"name": "acp-server", "title": "acp-server", "version": __version__},
         }
 
     async def authenticate(self, params: Params) -> dict[str, Any]:
-        # No authentication is needed; answering keeps clients that always call it working.
+        """Check again for the key of a method we offered (see `auth`). When none was offered
+        no key is needed: answering keeps clients that always call it working."""
+        check("authenticate", "acp/authenticate.json", params)
+        if not self._auth_methods:
+            return {}
+        auth.check_method(params["methodId"], self._auth_methods)
+        missing = self._missing_key()
+        if missing is not None:
+            raise auth.required(missing)
+        return {}
+
+    async def logout(self, params: Params) -> dict[str, Any]:
+        """Forget the keys `acp-server login` stored: new sessions need one again."""
+        source = self.model_source()
+        if source is not None:
+            source.forget_stored_keys()
         return {}
 
     # ----- sessions ------------------------------------------------------------------------
@@ -138,6 +170,9 @@ class AcpAgent:
     async def new_session(self, params: Params) -> dict[str, Any]:
         check("session/new", "acp/session_new.json", params)
         cwd = absolute_dir(params["cwd"], "cwd")
+        missing = self._missing_key()
+        if missing is not None:
+            raise auth.required(missing)
         session = self.sessions.new(cwd, directories(params), params.get("mcpServers"))
         asyncio.get_running_loop().call_soon(warm_up_validation)
         self._announce_commands(session.id)

@@ -24,6 +24,7 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
   acp-server run "PROMPT"         start a server, send one prompt, print the streamed reply
   acp-server sessions [export ID] list the stored sessions; export one as Markdown or JSON
   acp-server config               print the configuration in effect (secrets masked)
+  acp-server login [VARIABLE]     store an API key in the configuration file; logout removes it
 """
 
 EPILOG = """\
@@ -193,7 +194,25 @@ def build_parser() -> argparse.ArgumentParser:
         "the built-in ones, with keys named (and whether they are set), never shown.",
     )
     _common(config)
+    _add_login(sub)
     return parser
+
+
+def _add_login(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`acp-server login` / `logout`: an API key kept in the configuration file."""
+    for name, text in (
+        ("login", "ask for an API key and store it in the configuration file (mode 0600)"),
+        ("logout", "remove the API keys stored by login (or only VARIABLE's)"),
+    ):
+        command = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        _common(command)
+        command.add_argument(
+            "variable",
+            nargs="?",
+            metavar="VARIABLE",
+            help="the variable the key stands in for, e.g. OPENAI_API_KEY (default: the key "
+            "of the default model)",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
         from acp_server.cli.showconfig import show_config
 
         return show_config(args)
+    if args.command in ("login", "logout"):
+        from acp_server.cli import login
+
+        return login.login(args) if args.command == "login" else login.logout(args)
     if args.command == "run":
         from acp_server.cli.run import run_headless
 

@@ -20,7 +20,7 @@ PACKAGE = Path(acp_server.__file__).parent
 # wire sits below the protocol, and above the sessions and the agent, which never touch it.
 LAYERS: Layers = [
     ("command line", ["__main__", "cli"]),
-    ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
+    ("protocol", ["protocol", "auth", "lifecycle", "params", "editor", "content"]),
     ("wire", ["jsonrpc", "jsonline", "stdio"]),
     ("session registry", ["registry"]),
     (
@@ -40,7 +40,16 @@ LAYERS: Layers = [
     ),
     (
         "agent",
-        ["agent", "agent_context", "models", "configfile", "configshow", "carryover", "tomllines"],
+        [
+            "agent",
+            "agent_context",
+            "models",
+            "configfile",
+            "configkeys",
+            "configshow",
+            "carryover",
+            "tomllines",
+        ],
     ),
     ("tools and backends", ["tools", "backends", "permissions", "editor_api", "thought"]),
     # Pure arithmetic over the neutral messages: the agent's budget and compaction.
