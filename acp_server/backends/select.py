@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from acp_server import redaction
@@ -36,7 +36,9 @@ from acp_server.backends.local import INSTALL
 from acp_server.backends.providers import HOSTED as HOSTED
 from acp_server.backends.providers import Provider, builtin_providers
 from acp_server.backends.providers import ollama_url as ollama_url
-from acp_server.messages import Event, ModelRequest, StreamError
+
+if TYPE_CHECKING:
+    from acp_server.messages import Event, ModelRequest
 
 log = logging.getLogger(__name__)
 
@@ -292,6 +294,8 @@ class AutoBackend:
         backend = await self._backend()
         if backend is None:
             self._probed = False  # maybe the user starts a server: look again next time
+            from acp_server.messages import StreamError
+
             yield StreamError(HOW_TO_CONFIGURE)
             return
         async for event in backend.stream(request):
