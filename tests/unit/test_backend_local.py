@@ -3,11 +3,16 @@ starts one)."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+
+import pytest
 
 from acp_server.backends import local, local_server, select
 from acp_server.backends.providers import builtin_providers
 from acp_server.backends.unconfigured import UnconfiguredBackend
+from acp_server.cli.serve import choose_backend
+from acp_server.configkeys import store_key
 from acp_server.messages import ModelRequest, StreamError, text_message
 
 
@@ -61,3 +66,16 @@ def test_the_embedded_model_is_the_fallback_unless_turned_off() -> None:
         assert backend is None
     else:
         assert backend is not None and backend.label == "local:SmolLM2-135M-Instruct.Q4_1"
+
+
+async def test_with_nothing_configured_a_key_stored_by_login_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("ACP_SERVER_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    store_key(tmp_path / "acp-server" / "config.toml", "ANTHROPIC_API_KEY", "sk-ant-stored-000111")
+    backend = choose_backend(argparse.Namespace())
+    await backend.context_window()  # chooses; Anthropic's backend asks nothing for it
+    assert backend.label == "anthropic:claude-sonnet-4-5"

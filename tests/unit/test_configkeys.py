@@ -11,6 +11,7 @@ import pytest
 from acp_server import redaction
 from acp_server.configfile import load_config
 from acp_server.configkeys import KeyFileError, remove_keys, store_key
+from acp_server.configshow import render_effective
 
 KEY = "sk-unit-test-key-000111222"
 EXISTING = """# my settings
@@ -81,3 +82,12 @@ def test_a_bad_variable_name_or_a_broken_file_is_refused_untouched(tmp_path: Pat
     with pytest.raises(KeyFileError, match="not valid TOML"):
         store_key(path, "GW_KEY", KEY)
     assert path.read_text("utf-8") == "default_mode = \n"
+
+
+def test_the_shown_configuration_says_a_key_is_stored_without_showing_it(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(EXISTING, encoding="utf-8")
+    store_key(path, "GW_KEY", KEY)
+    shown = render_effective(load_config(path, {}), {})
+    assert 'api_key_env = "GW_KEY"  # stored by `acp-server login`' in shown
+    assert KEY not in shown
