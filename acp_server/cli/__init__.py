@@ -32,6 +32,8 @@ environment:
   ACP_SERVER_MODEL=P:M,P:M   same as --model P:M --model P:M (the first is the default)
   ACP_SERVER_CONFIG=FILE     same as --config FILE
   ACP_SERVER_DISCOVER=0      do not ask local servers (Ollama, LM Studio, llama.cpp) for models
+  ACP_SERVER_EMBEDDED=0      never fall back to the embedded model (the `local` extra) by itself
+  ACP_SERVER_LOCAL_CONTEXT=N the embedded model's window in tokens (default 8192)
   OPENAI_BASE_URL, OPENAI_API_KEY        any OpenAI-compatible server (vLLM, LM Studio, ...)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL  Anthropic
   OLLAMA_HOST                            Ollama (default 127.0.0.1:11434)
