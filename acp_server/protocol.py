@@ -9,6 +9,7 @@ the methods on stored sessions (load, resume, list, close, delete, fork) are in 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from acp_server.registry import Sessions
     from acp_server.session import PromptOutcome
     from acp_server.updates import Update
+
+log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 # Text and resource_link are always allowed; content.admit refuses what these leave out.
@@ -114,13 +117,19 @@ class AcpAgent:
     def model_source(self) -> ModelSource | None:
         """The models of this connection, made once (None: a fixed backend, e.g. a script)."""
         if not self._source_made:
-            self._source_made = True
             self._source = self._models() if self._models is not None else None
+            self._source_made = True
         return self._source
 
     def _missing_key(self) -> tuple[str, str] | None:
-        source = self.model_source()
-        return source.missing_key() if source is not None else None
+        """The variable the default model lacks (see `auth`). A configuration that cannot be
+        read is not an authentication matter: `session/new` and the prompts report it."""
+        try:
+            source = self.model_source()
+            return source.missing_key() if source is not None else None
+        except Exception:
+            log.exception("cannot tell whether the default model needs a key")
+            return None
 
     def close(self) -> None:
         if self._sessions is not None:
