@@ -11,6 +11,7 @@ Only the chosen command's module is imported: serving must reach the `initialize
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from acp_server import __version__
@@ -217,8 +218,18 @@ def _add_login(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         )
 
 
+def _serving_word_dropped(argv: list[str]) -> list[str]:
+    """`acp-server acp login VAR` as `acp-server login VAR`: an editor's terminal authentication
+    appends `login VAR` to the command it launches, which may end in `acp` or `serve`."""
+    for n, word in enumerate(argv):
+        if word in ("login", "logout"):
+            before = [i for i, w in enumerate(argv[:n]) if w in ("acp", "serve")]
+            return [w for i, w in enumerate(argv) if i not in before[-1:]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_serving_word_dropped(sys.argv[1:] if argv is None else argv))
     # Imported here, each only for its command: serving must not pay for the others.
     if args.command == "sessions":
         from acp_server.cli.sessions import main as sessions_main

@@ -154,3 +154,11 @@ def test_logout_on_the_command_line_removes_only_the_stored_key(tmp_path: Path) 
     assert done.returncode == 0 and "MOCK_KEY" in done.stderr
     text = config.read_text("utf-8")
     assert KEY not in text and 'api_key_env = "MOCK_KEY"' in text
+
+
+def test_terminal_login_works_when_the_editor_launches_the_acp_subcommand(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "http://127.0.0.1:9")
+    # Editors configured with `args = ["acp"]` run `acp-server acp login MOCK_KEY`.
+    done = cli(tmp_path, "acp", "login", "MOCK_KEY", stdin=KEY + "\n")
+    assert done.returncode == 0, done.stderr
+    assert KEY in config.read_text("utf-8")
