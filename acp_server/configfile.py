@@ -7,11 +7,14 @@ their addresses from OPENAI_BASE_URL, ANTHROPIC_BASE_URL and OLLAMA_HOST and the
 OPENAI_API_KEY and ANTHROPIC_API_KEY. A `[providers.openai]` table in the file changes the
 built-in provider (say, to point it at a gateway); other names add providers.
 
-Keys never go in the file: a provider names the environment variable holding its key
-(`api_key_env`). The file is described by `schemas/config.schema.json`; every problem is
-reported with the key and the line it is on, so a person can fix the file without the code.
-A loaded `Config` remembers the file's modification stamp: `changed_since` tells when new
-sessions should load it again.
+A provider names the environment variable holding its key (`api_key_env`). A key may also be
+stored in the file's `[keys]` table, by variable name, with `acp-server login` (`configkeys`):
+it stands in for the variable when the environment does not set it (`Config.environ`).
+
+The file is described by `schemas/config.schema.json`; every problem is reported with the key
+and the line it is on, so a person can fix the file without the code. A loaded `Config`
+remembers the file's modification stamp: `changed_since` tells when new sessions should load it
+again.
 """
 
 from __future__ import annotations
@@ -64,9 +67,15 @@ class Config:
     mcp_servers: tuple[ServerConfig, ...] = ()  # [mcp_servers.NAME]
     path: Path | None = None  # the file read (None: no file, built-in defaults)
     stamp: tuple[int, int] | None = field(default=None, compare=False)  # (mtime ns, size)
+    # Stored keys by variable name: never printed (repr), never compared.
+    keys: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
 
     def provider(self, name: str) -> Provider | None:
         return next((p for p in self.providers if p.name == name), None)
+
+    def environ(self, env: Mapping[str, str]) -> dict[str, str]:
+        """`env` with the stored keys for the variables it does not set."""
+        return {**dict(self.keys), **{k: v for k, v in env.items() if v}}
 
 
 def config_path(option: str | None, env: Mapping[str, str]) -> tuple[Path, bool]:
@@ -276,6 +285,8 @@ def _build(
     providers = dict(builtins)
     for name, entry in data.get("providers", {}).items():
         base = builtins.get(name)
+        if base is not None and base.dialect == "local":
+            base = None  # the embedded model has nothing to change: a file's `local` is its own
         providers[name] = Provider(
             name=name,
             dialect=entry.get("dialect") or (base.dialect if base else ""),
@@ -288,6 +299,10 @@ def _build(
     mcp_servers = tuple(from_file(data.get("mcp_servers", {})))
     for server in mcp_servers:
         redaction.remember_headers(server.headers)
+    keys = tuple(sorted(data.get("keys", {}).items()))
+    for variable, key in keys:
+        redaction.remember_variable(variable)
+        redaction.remember_secret(key)
     return Config(
         providers=tuple(providers.values()),
         models=tuple(_model(entry) for entry in data.get("models", [])),
@@ -297,6 +312,7 @@ def _build(
         mcp_servers=mcp_servers,
         path=path,
         stamp=stamp,
+        keys=keys,
     )
 
 

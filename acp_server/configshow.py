@@ -27,7 +27,9 @@ def render_effective(config: Config, env: Mapping[str, str] | None = None) -> st
         out += ["", f"[providers.{provider.name}]  # {provider.origin}"]
         out += [f"dialect = {_toml(provider.dialect)}", f"base_url = {_toml(_mask_url(provider))}"]
         if provider.api_key_env:
+            stored = dict(config.keys).get(provider.api_key_env)
             state = "set" if env.get(provider.api_key_env) else "NOT SET"
+            state = "stored by `acp-server login`" if stored and state != "set" else state
             out.append(f"api_key_env = {_toml(provider.api_key_env)}  # {state}")
         if provider.headers:
             shown = ", ".join(

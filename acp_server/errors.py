@@ -7,7 +7,8 @@
     ├── InvalidParams       -32602  message names the field and the problem
     ├── InternalError       -32603
     ├── RequestCancelled    -32800  `$/cancel_request`, shutdown
-    └── ResourceNotFound    -32002  unknown session, missing file
+    ├── ResourceNotFound    -32002  unknown session, missing file
+    └── AuthRequired        -32000  the default model needs a key (ACP's `auth_required`)
     RemoteError             an error the peer answered to one of *our* requests
     ConnectionClosed        the peer went away while we waited for an answer
 
@@ -57,6 +58,12 @@ class RequestCancelled(AcpError):
 
 class ResourceNotFound(AcpError):
     code = -32002
+
+
+class AuthRequired(AcpError):
+    """ACP's `auth_required`: a model needs a key first (the message names its variable)."""
+
+    code = -32000
 
 
 class RemoteError(Exception):

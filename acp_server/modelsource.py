@@ -16,7 +16,9 @@ One `ModelSource` serves every session of the process (`registry.Sessions` asks 
   (never delaying it); listeners hear about a catalogue that grew. ACP_SERVER_DISCOVER=0 turns
   discovery off;
 - `learned_text_only(entry)`: a server refused images for this model; later sessions and
-  switches send it notes in their place.
+  switches send it notes in their place;
+- `missing_key()`: the default model needs a key that is neither in the environment nor stored
+  in the file (`acp-server login`): which variable, and what to do (for ACP's authentication).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from acp_server.backends import Backend
+from acp_server.backends.select import missing_provider_key
 from acp_server.configfile import Config, ConfigError, ModelConfig, changed_since, load_config
+from acp_server.errors import InternalError, InvalidParams
 from acp_server.models import Catalogue, ModelChoiceError, ModelEntry, build_catalogue
 from acp_server.tools.mcp_config import ServerConfig
 
@@ -70,6 +74,41 @@ class ModelSource:
         if self._config is None or changed_since(self._config):
             self._load()
         return self._catalogue
+
+    @property
+    def environ(self) -> dict[str, str]:
+        """The environment, with the keys stored in the file for variables it does not set."""
+        return self._config.environ(self._env) if self._config is not None else dict(self._env)
+
+    def default_entry(self) -> ModelEntry | None:
+        """The model new sessions start with (None: none is named, or it cannot be used)."""
+        catalogue = self.catalogue()
+        try:
+            return catalogue.resolve(catalogue.default) if catalogue.default else None
+        except InvalidParams:
+            return None
+
+    def missing_key(self) -> tuple[str, str] | None:
+        """(variable, what to do) when the default model needs a key nobody gave; None when
+        it needs none, has one, or there is no default (one is looked for at the first
+        prompt) or the configuration cannot be used (that is another message)."""
+        entry = self.default_entry()
+        if self.problem is not None or entry is None or entry.provider.api_key_env is None:
+            return None
+        problem = missing_provider_key(entry.provider, entry.model, self.environ)
+        return None if problem is None else (entry.provider.api_key_env, problem)
+
+    def forget_stored_keys(self) -> None:
+        """Remove the keys stored in the configuration file (ACP's `logout`)."""
+        if self._file is None:
+            return
+        from acp_server.configkeys import KeyFileError, remove_keys
+
+        try:
+            gone = remove_keys(self._file)
+        except KeyFileError as exc:
+            raise InternalError(f"Could not log out: {exc}") from exc
+        log.info("logout: removed the stored key(s) %s", ", ".join(gone) or "(none stored)")
 
     @property
     def default_mode(self) -> str | None:
@@ -117,15 +156,16 @@ class ModelSource:
         backend = self._backends.get(entry.value)
         if backend is None:
             from acp_server.backends.deferred import Deferred
-            from acp_server.backends.select import from_provider, missing_provider_key
+            from acp_server.backends.select import from_provider
 
-            problem = missing_provider_key(entry.provider, entry.model, self._env)
+            env = self.environ
+            problem = missing_provider_key(entry.provider, entry.model, env)
 
             def build() -> Backend:
                 return from_provider(
                     entry.provider,
                     entry.model,
-                    self._env,
+                    env,
                     window=entry.window,
                     images=False if entry.value in self._text_only else entry.images,
                     adaptive_thinking=entry.adaptive_thinking,

@@ -9,10 +9,11 @@ the methods on stored sessions (load, resume, list, close, delete, fork) are in 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from acp_server import __version__, lifecycle
+from acp_server import __version__, auth, lifecycle
 from acp_server.config import Settings
 from acp_server.jsonrpc import NotificationHandler, Params, RequestHandler
 from acp_server.params import absolute_dir, check, directories, warm_up_validation
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from acp_server.registry import Sessions
     from acp_server.session import PromptOutcome
     from acp_server.updates import Update
+
+log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 # Text and resource_link are always allowed; content.admit refuses what these leave out.
@@ -68,11 +71,15 @@ class AcpAgent:
         self.client_capabilities: dict[str, Any] = {}
         self.conn: Peer | None = None
         self._sessions: Sessions | None = None
+        self._source: ModelSource | None = None
+        self._source_made = False
+        self._auth_methods: list[dict[str, Any]] = []
 
     def request_handlers(self) -> dict[str, RequestHandler]:
         return {
             "initialize": self.initialize,
             "authenticate": self.authenticate,
+            "logout": self.logout,
             "session/new": self.new_session,
             "session/prompt": self.prompt,
             "session/set_mode": self.set_mode,
@@ -103,9 +110,26 @@ class AcpAgent:
                 editors=self._editor,
                 send_update=self.send_update,
                 settings=self.settings,
-                models=self._models() if self._models is not None else None,
+                models=self.model_source(),
             )
         return self._sessions
+
+    def model_source(self) -> ModelSource | None:
+        """The models of this connection, made once (None: a fixed backend, e.g. a script)."""
+        if not self._source_made:
+            self._source = self._models() if self._models is not None else None
+            self._source_made = True
+        return self._source
+
+    def _missing_key(self) -> tuple[str, str] | None:
+        """The variable the default model lacks (see `auth`). A configuration that cannot be
+        read is not an authentication matter: `session/new` and the prompts report it."""
+        try:
+            source = self.model_source()
+            return source.missing_key() if source is not None else None
+        except Exception:
+            log.exception("cannot tell whether the default model needs a key")
+            return None
 
     def close(self) -> None:
         if self._sessions is not None:
@@ -117,6 +141,7 @@ class AcpAgent:
         check("initialize", "acp/initialize.json", params)
         caps = params.get("clientCapabilities")
         self.client_capabilities = caps if isinstance(caps, dict) else {}
+        self._auth_methods = auth.methods(self._missing_key(), self.client_capabilities)
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -125,13 +150,29 @@ class AcpAgent:
                 # Both connect through the `mcp` package (tests/e2e/test_mcp_e2e.py).
                 "mcpCapabilities": {"http": True, "sse": True},
                 "sessionCapabilities": SESSION_CAPABILITIES,
+                "auth": {"logout": {}},
             },
-            "authMethods": [],
+            "authMethods": self._auth_methods,
             "agentInfo": {"name": "acp-server", "title": "acp-server", "version": __version__},
         }
 
     async def authenticate(self, params: Params) -> dict[str, Any]:
-        # No authentication is needed; answering keeps clients that always call it working.
+        """Check again for the key of a method we offered (see `auth`). When none was offered
+        no key is needed: answering keeps clients that always call it working."""
+        check("authenticate", "acp/authenticate.json", params)
+        if not self._auth_methods:
+            return {}
+        auth.check_method(params["methodId"], self._auth_methods)
+        missing = self._missing_key()
+        if missing is not None:
+            raise auth.required(missing)
+        return {}
+
+    async def logout(self, params: Params) -> dict[str, Any]:
+        """Forget the keys `acp-server login` stored: new sessions need one again."""
+        source = self.model_source()
+        if source is not None:
+            source.forget_stored_keys()
         return {}
 
     # ----- sessions ------------------------------------------------------------------------
@@ -139,6 +180,9 @@ class AcpAgent:
     async def new_session(self, params: Params) -> dict[str, Any]:
         check("session/new", "acp/session_new.json", params)
         cwd = absolute_dir(params["cwd"], "cwd")
+        missing = self._missing_key()
+        if missing is not None:
+            raise auth.required(missing)
         session = self.sessions.new(cwd, directories(params), params.get("mcpServers"))
         asyncio.get_running_loop().call_soon(warm_up_validation)
         self._announce_commands(session.id)

@@ -57,6 +57,11 @@ def remember_headers(headers: Iterable[tuple[str, str]]) -> None:
             _remember(token.strip() or scheme)
 
 
+def remember_secret(value: str) -> None:
+    """`value` is a key (one stored in the configuration file, say): hide it everywhere."""
+    _remember(value)
+
+
 def _remember(value: str) -> None:
     if len(value) >= MIN_SECRET_CHARS:
         _remembered.add(value)

@@ -8,9 +8,10 @@ tell them apart.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from acp_server.messages import Event, ModelRequest
+if TYPE_CHECKING:  # not at run time: `initialize` reads the configuration, not the messages
+    from acp_server.messages import Event, ModelRequest
 
 
 class Backend(Protocol):

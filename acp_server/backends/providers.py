@@ -2,9 +2,10 @@
 
 A `Provider` is an API endpoint in one wire dialect (`openai`, `anthropic`, `ollama`): its base
 URL, the environment variable holding its key (`api_key_env`, never the key itself) and extra
-headers. Three exist without any configuration (`builtin_providers`), addressed from the
-environment variables users already set: OPENAI_BASE_URL / OPENAI_API_KEY,
-ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY, OLLAMA_HOST. A `ModelConfig` is what is known of one
+headers. Four exist without any configuration (`builtin_providers`): three addressed from the
+environment variables users already set (OPENAI_BASE_URL / OPENAI_API_KEY,
+ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY, OLLAMA_HOST), and `local`, a model file the agent runs
+itself (`backends/local.py`). A `ModelConfig` is what is known of one
 model (from the configuration file, or discovered on a local server); what is not known is None.
 
 These are plain data shared by `configfile` (which reads them from config.toml), `backends.select`
@@ -27,6 +28,7 @@ class Hosted:
     default_base: str
     key_env: str
     keys_page: str
+    default_model: str  # used when only the key is set and nothing names a model
 
 
 HOSTED = {
@@ -36,6 +38,7 @@ HOSTED = {
         "https://api.openai.com/v1",
         "OPENAI_API_KEY",
         "https://platform.openai.com/api-keys",
+        "gpt-4.1-mini",
     ),
     "anthropic": Hosted(
         "Anthropic",
@@ -43,8 +46,12 @@ HOSTED = {
         "https://api.anthropic.com",
         "ANTHROPIC_API_KEY",
         "https://console.anthropic.com/settings/keys",
+        "claude-sonnet-4-5",
     ),
 }
+
+
+LOCAL_URL = "http://127.0.0.1"  # the port is chosen when the embedded model's server starts
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,8 @@ def builtin_providers(env: Mapping[str, str]) -> dict[str, Provider]:
         for name, h in HOSTED.items()
     }
     out["ollama"] = Provider("ollama", "ollama", ollama_url(env.get("OLLAMA_HOST")))
+    # A GGUF file the agent runs itself (backends/local.py): `local:smollm2`, `local:/a.gguf`.
+    out["local"] = Provider("local", "local", LOCAL_URL)
     return out
 
 

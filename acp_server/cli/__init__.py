@@ -14,6 +14,7 @@ Only the chosen command's module is imported: serving must reach the `initialize
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from acp_server import __version__
@@ -29,6 +30,7 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
   acp-server config               print the configuration in effect (secrets masked)
   acp-server doctor [--live]      check the setup: models, servers, keys, store, log, editor
   acp-server doctor --mcp JSON    connect to MCP server(s) and list their tools
+  acp-server login [VARIABLE]     store an API key in the configuration file; logout removes it
 """
 
 EPILOG = """\
@@ -36,6 +38,8 @@ environment:
   ACP_SERVER_MODEL=P:M,P:M   same as --model P:M --model P:M (the first is the default)
   ACP_SERVER_CONFIG=FILE     same as --config FILE
   ACP_SERVER_DISCOVER=0      do not ask local servers (Ollama, LM Studio, llama.cpp) for models
+  ACP_SERVER_EMBEDDED=0      never fall back to the embedded model (the `local` extra) by itself
+  ACP_SERVER_LOCAL_CONTEXT=N the embedded model's window in tokens (default 8192)
   OPENAI_BASE_URL, OPENAI_API_KEY        any OpenAI-compatible server (vLLM, LM Studio, ...)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL  Anthropic
   OLLAMA_HOST                            Ollama (default 127.0.0.1:11434)
@@ -223,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(config)
     _add_doctor(sub)
+    _add_login(sub)
     return parser
 
 
@@ -251,8 +256,35 @@ def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
 
 
+def _add_login(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`acp-server login` / `logout`: an API key kept in the configuration file."""
+    for name, text in (
+        ("login", "ask for an API key and store it in the configuration file (mode 0600)"),
+        ("logout", "remove the API keys stored by login (or only VARIABLE's)"),
+    ):
+        command = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        _common(command)
+        command.add_argument(
+            "variable",
+            nargs="?",
+            metavar="VARIABLE",
+            help="the variable the key stands in for, e.g. OPENAI_API_KEY (default: the key "
+            "of the default model)",
+        )
+
+
+def _serving_word_dropped(argv: list[str]) -> list[str]:
+    """`acp-server acp login VAR` as `acp-server login VAR`: an editor's terminal authentication
+    appends `login VAR` to the command it launches, which may end in `acp` or `serve`."""
+    for n, word in enumerate(argv):
+        if word in ("login", "logout"):
+            before = [i for i, w in enumerate(argv[:n]) if w in ("acp", "serve")]
+            return [w for i, w in enumerate(argv) if i not in before[-1:]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_serving_word_dropped(sys.argv[1:] if argv is None else argv))
     # Imported here, each only for its command: serving must not pay for the others.
     if args.command == "sessions":
         from acp_server.cli.sessions import main as sessions_main
@@ -264,14 +296,16 @@ def main(argv: list[str] | None = None) -> int:
         return show_config(args)
     if args.command == "doctor":
         if args.mcp is not None:
-            import sys
-
             from acp_server.cli.doctor_mcp import check_mcp
 
             return check_mcp(args.mcp, sys.stdout)
         from acp_server.cli.doctor import doctor
 
         return doctor(args)
+    if args.command in ("login", "logout"):
+        from acp_server.cli import login
+
+        return login.login(args) if args.command == "login" else login.logout(args)
     if args.command == "run":
         from acp_server.cli.run import run_headless
 

