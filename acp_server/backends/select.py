@@ -218,7 +218,7 @@ def embedded(env: Mapping[str, str]) -> Backend | None:
     0, else None."""
     from acp_server.backends import local
 
-    if env.get(local.EMBEDDED_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
+    if not local.embedded_allowed(env):
         return None
     return _local("", env) if local.missing("") is None else None
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import httpx
 
 from acp_server.backends.discover import discover
+from acp_server.backends.local import INSTALL
 from acp_server.backends.providers import HOSTED, Provider
 from acp_server.doctor import Check, fail, ok
 from acp_server.doctor.remote import provider_checks
@@ -28,7 +29,8 @@ NO_MODEL_ADVICE = (
     "Or use a hosted model: set OPENAI_API_KEY and add --model openai:gpt-4.1-mini (or "
     "ANTHROPIC_API_KEY and --model anthropic:claude-sonnet-4-5).\n"
     "Or name any OpenAI-compatible server: set OPENAI_BASE_URL=http://HOST:PORT/v1 and add "
-    "--model openai:MODEL."
+    "--model openai:MODEL.\n"
+    f"Or try the agent offline on the small embedded model: {INSTALL}"
 )
 
 
@@ -89,9 +91,32 @@ def starting_model(catalogue: Catalogue, env: Mapping[str, str]) -> Check:
         others = len(catalogue.entries) - 1
         more = f"; {others} more to switch to" if others > 0 else ""
         return ok(f"Model: new sessions start with {entry.value} ({where}{more})")
+    unnamed = _unnamed_default(env)
+    if unnamed is not None:
+        return unnamed
     off = "" if discovery_on(env) else " (looking for them is off: ACP_SERVER_DISCOVER=0)"
     return fail(
         "Model: none is named (--model, ACP_SERVER_MODEL, the configuration file) and no "
         f"local model server answered{off}, so every prompt would fail",
         NO_MODEL_ADVICE,
+    )
+
+
+def _unnamed_default(env: Mapping[str, str]) -> Check | None:
+    """What a session uses when no model is named and no local server answered, as the server
+    chooses it (backends/select.py): a hosted API whose key is set, else the embedded model."""
+    for name, hosted in HOSTED.items():
+        if env.get(hosted.key_env) and not env.get(hosted.base_env):
+            return ok(
+                f"Model: none is named; new sessions start with {name}:{hosted.default_model} "
+                f"({hosted.key_env} is set)"
+            )
+    from acp_server.backends import local
+
+    if not local.embedded_allowed(env) or local.missing("") is not None:
+        return None
+    return ok(
+        "Model: none is named and no local model server answered, so new sessions use the "
+        "embedded SmolLM2-135M (local:), started at the first prompt. It is for trying the "
+        "agent offline; for real work name a model (see `acp-server --help`, Choosing a model)"
     )

@@ -30,6 +30,7 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     """The environment of a machine with nothing set up (no keys, no file, no discovery)."""
     env = {k: v for k, v in os.environ.items() if k not in CLEARED}
     env.update(XDG_CONFIG_HOME=str(tmp_path / "config"), ACP_SERVER_DISCOVER="0")
+    env["ACP_SERVER_EMBEDDED"] = "0"  # the `local` extra is installed here: leave it out
     env["PYTHONIOENCODING"] = "utf-8"
     return env
 
@@ -83,6 +84,15 @@ async def test_nothing_configured_says_how_to_get_a_model(clean_env: dict[str, s
     assert line(lines, "✔ Remembered permissions: ")
     assert line(lines, "✔ Log file: ")
     assert lines[-1].startswith("1 problem")
+
+
+async def test_the_embedded_model_is_what_a_bare_install_with_the_local_extra_uses(
+    clean_env: dict[str, str],
+) -> None:
+    code, lines, _ = await doctor({**clean_env, "ACP_SERVER_EMBEDDED": "1"})
+    assert "✔ Model: none is named and no local model server answered" in lines[2], lines
+    assert "embedded SmolLM2-135M" in lines[2] and "offline" in lines[2]
+    assert code == 0, lines
 
 
 async def test_a_server_that_is_up_with_the_model_passes(
