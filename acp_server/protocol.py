@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from acp_server import __version__, lifecycle
 from acp_server.config import Settings
 from acp_server.jsonrpc import NotificationHandler, Params, RequestHandler
-from acp_server.params import absolute_dir, check, directories, warm_up_validation
+from acp_server.params import absolute_dir, check, directories
 
 if TYPE_CHECKING:
     from acp_server.backends import Backend
@@ -139,7 +139,6 @@ class AcpAgent:
         check("session/new", "acp/session_new.json", params)
         cwd = absolute_dir(params["cwd"], "cwd")
         session = self.sessions.new(cwd, directories(params), params.get("mcpServers"))
-        asyncio.get_running_loop().call_soon(warm_up_validation)
         self._announce_commands(session.id)
         return {"sessionId": session.id, **session.state()}
 
