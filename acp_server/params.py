@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 from acp_server import schemas
 from acp_server.errors import InvalidParams
 from acp_server.jsonrpc import Params
-
-log = logging.getLogger(__name__)
 
 
 def check(method: str, schema: str, params: Params) -> None:

@@ -255,9 +255,9 @@ class Session(ModelChoosing):
 
     async def _turn_context(self, backend: Backend, emit: Emit) -> TurnContext:
         """The context steps for a turn with `backend`: the session's budget (made at the
-        first turn and for each new backend), the window the server reports looked up until
-        it answers."""
-        from acp_server.agent_context import SessionContext, TurnContext, reported_window
+        first turn and for each new backend), the window the server reports looked up beside
+        the turn (`SessionContext.look_up`)."""
+        from acp_server.agent_context import SessionContext, TurnContext
         from acp_server.context import Window
 
         if self._context is None:
@@ -266,8 +266,7 @@ class Session(ModelChoosing):
             self._context = SessionContext(window, self._spending)
             self._spending = self._context.spending  # the session's, across model switches
         context = self._context
-        if context.window.discovered is None:
-            context.window.discovered = await reported_window(backend)
+        context.look_up(backend)
         return TurnContext(
             context,
             backend,
@@ -375,6 +374,7 @@ class Session(ModelChoosing):
         """`/compact [focus]`: compact now, whatever the fit, and say how it went."""
         emit = self._command_emitter()
         context = await self._turn_context(self._backend, emit)
+        await context.session.settle(wait=True)  # compacted for the window the server tells
         system = system_prompt(self.cwd, self.additional_dirs)
         context.begin(system, context.session.tools(system, self._toolbox().specs()))
         await self.say(await context.compact(self.history, focus, manual=True))

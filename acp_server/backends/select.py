@@ -22,6 +22,7 @@ headers, and its key read from the variable it names at each request, never kept
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -225,19 +226,23 @@ class AutoBackend:
         self._candidates = candidates
         self._chosen: Backend | None = None
         self._probed = False
+        # One probe at a time: the window lookup and the first request run side by side, and
+        # the second must not take "nothing found yet" for "nothing there".
+        self._probing = asyncio.Lock()
 
     @property
     def label(self) -> str:
         return self._chosen.label if self._chosen else "auto"
 
     async def _backend(self) -> Backend | None:
-        if not self._probed:
-            self._probed = True
-            found = await probe_local(self._env, candidates=self._candidates)
-            if found is not None:
-                spec, base = found
-                key = "OPENAI_BASE_URL" if spec.dialect == "openai" else "OLLAMA_HOST"
-                self._chosen = build(spec, {**self._env, key: base})
+        async with self._probing:
+            if not self._probed:
+                self._probed = True
+                found = await probe_local(self._env, candidates=self._candidates)
+                if found is not None:
+                    spec, base = found
+                    key = "OPENAI_BASE_URL" if spec.dialect == "openai" else "OLLAMA_HOST"
+                    self._chosen = build(spec, {**self._env, key: base})
         return self._chosen
 
     async def context_window(self) -> int | None:
