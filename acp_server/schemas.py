@@ -167,7 +167,7 @@ def _shape_keyword(key: str, rule: Any, value: Any, root: dict[str, Any]) -> boo
     if key in ("minItems", "maxItems"):
         if not isinstance(value, list):
             return True
-        return len(value) >= rule if key == "minItems" else len(value) <= rule
+        return bool(len(value) >= rule if key == "minItems" else len(value) <= rule)
     if key == "minLength":
         return not isinstance(value, str) or len(value) >= rule
     if key == "maxLength":
