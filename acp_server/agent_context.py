@@ -29,6 +29,7 @@ from typing import Any
 from acp_server import updates
 from acp_server.backends import Backend
 from acp_server.backends.providers import Price
+from acp_server.config import Settings
 from acp_server.context import (
     ContextBudget,
     Fit,
@@ -145,6 +146,13 @@ class SessionContext:
         self._lookup = None
         if found is not None:
             self.window.discovered = found
+
+    @classmethod
+    def made(cls, settings: Settings, spending: Spending | None) -> SessionContext:
+        """A budget for the configured window (if any) and reply reserve."""
+        window = Window(configured=settings.context_window)
+        window.reserve = settings.reply_reserve
+        return cls(window, spending)
 
     @property
     def window(self) -> Window:

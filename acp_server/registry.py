@@ -62,6 +62,7 @@ class Sessions:
         self._live: dict[str, Session] = {}
         self._store: Store | None = None
         self._store_failed = False
+        self._background: set[asyncio.Task[None]] = set()  # work started after session/new
         self._models = models  # the models to choose from (None: one fixed backend)
         if models is not None:
             models.listeners.append(self._catalogue_grew)
@@ -78,6 +79,8 @@ class Sessions:
         return self._store
 
     def shutdown(self) -> None:
+        for task in self._background:
+            task.cancel()
         if self._store is not None:
             self._store.close()
 
@@ -254,6 +257,13 @@ class Sessions:
         return self._backends()
 
     def _after_new(self, session: Session) -> None:
+        """Work started once the session/new answer is written (the one place for it): what
+        the first prompt needs, and the discovery of local models."""
+        from acp_server.warmup import prepare_first_turn
+
+        task = asyncio.create_task(prepare_first_turn(session), name="first-turn-warm-up")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
         if self._models is None:
             return
         if self._models.problem is not None:

@@ -36,6 +36,7 @@ LAYERS: Layers = [
             "commands",
             "choices",
             "modelsource",
+            "warmup",
         ],
     ),
     (

@@ -1,0 +1,38 @@
+"""What the first prompt of a session needs, prepared after `session/new` is answered.
+
+A user opens a chat and then types for a few seconds; the first prompt should not spend that
+time's worth of work after it is sent: importing the turn's modules (the loop, the context
+steps, the tools), building the model backend (the HTTP stack) and asking the server for its
+context window, which also opens the connection the first request will use.
+
+Each step runs in its own pass of the event loop, on the loop itself: a thread would hold the
+GIL just as long, and a request that arrives meanwhile waits for at most one step. A step that
+fails is logged and left to the first prompt, which does the same work itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from acp_server.session import Session
+
+log = logging.getLogger(__name__)
+
+# Imported by the first turn (`session.Session._serve_turn`, `protocol.AcpAgent.prompt`).
+FIRST_TURN_MODULES = ("acp_server.content", "acp_server.agent", "acp_server.agent_context")
+
+
+async def prepare_first_turn(session: Session) -> None:
+    """Import the turn's modules, then make the session's tools and start its window lookup."""
+    try:
+        for name in FIRST_TURN_MODULES:
+            await asyncio.sleep(0)
+            importlib.import_module(name)
+        await asyncio.sleep(0)
+        session.warm()
+    except Exception:
+        log.exception("could not prepare the first turn of session %s ahead", session.id)
