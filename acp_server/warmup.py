@@ -23,7 +23,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Imported by the first turn (`session.Session._serve_turn`, `protocol.AcpAgent.prompt`).
-FIRST_TURN_MODULES = ("acp_server.content", "acp_server.agent", "acp_server.agent_context")
+FIRST_TURN_MODULES = (
+    "acp_server.content",
+    "acp_server.agent",
+    "acp_server.agent_context",
+    "acp_server.carryover",
+)
 
 
 async def prepare_first_turn(session: Session) -> None:
