@@ -31,6 +31,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from common import emit
+
 from acp_server.messages import Message, TextPart, ToolCall, text_message
 from acp_server.store import SessionRow, Store
 from acp_server.transcript import Recorder, restore
@@ -367,6 +369,14 @@ def main() -> int:
             f"(target {TARGET_SECONDS * 1000:.0f} ms)  {verdict}"
         )
         print(f"the load itself               {(load - init) * 1000:7.1f} ms")
+        emit(
+            f"load: spawn -> session/load answer, {count} messages",
+            load * 1000,
+            "ms",
+            f"<= {TARGET_SECONDS * 1000:.0f} ms",
+            load <= TARGET_SECONDS,
+            init * 1000,
+        )
         return 0 if load <= TARGET_SECONDS else 1
     finally:
         if args.keep:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -112,3 +113,23 @@ async def test_well_formed_tool_calls_do_not_import_jsonschema(
     imported = {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines()}
     assert "acp_server.tools.edit" in imported  # the listing is there
     assert "jsonschema" not in imported
+
+
+async def test_closing_right_after_session_new_leaves_stderr_quiet(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    """The window lookup started after session/new may still be connecting to the model server
+    when the editor closes stdin: the server exits cleanly, with nothing on stderr (some editors
+    show any stderr line as an error). Cut off at the interpreter's teardown, a connection
+    attempt left "coroutine ... was never awaited" there, in about one exit in eight: hence
+    the repetitions."""
+    with socket.socket() as probe:  # a port nothing listens on: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "ACP_SERVER_DISCOVER": "0"}
+    for _ in range(12):
+        server = await server_factory("--model", "openai:mock-model", env=env)
+        await server.handshake(str(tmp_path))
+        await server.close_stdin()
+        assert await server.wait() == 0
+        assert await server.stderr_text() == ""
