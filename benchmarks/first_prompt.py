@@ -157,7 +157,8 @@ def report(label: str, runs: list[Run], target: bool) -> bool:
         said += f"later prompt {floor:.1f} ms" if floor is not None else ""
         print(f"  {name:42} {value:8.2f} {unit:2}  ({said or 'for information'})  ", end="")
         print("ok" if good else "MISS")
-        emit(f"first prompt ({label}): {name}", value, unit, said or "-", good, floor)
+        target_text = f"<= {aim:g} {unit}" if aim is not None else "-"
+        emit(f"first prompt ({label}): {name}", value, unit, target_text, good, floor)
     return ok
 
 
