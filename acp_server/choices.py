@@ -22,7 +22,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from acp_server.backends import Backend
+from acp_server.backends import Backend, Preparable
 from acp_server.backends.images import has_images, images_as_notes
 from acp_server.errors import InvalidParams
 from acp_server.messages import Event, ModelRequest, Notice, StreamError
@@ -157,6 +157,10 @@ class ImageRetry:
 
     async def context_window(self) -> int | None:
         return await self.inner.context_window()
+
+    def prepare(self) -> None:
+        if isinstance(self.inner, Preparable):
+            self.inner.prepare()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         async for event in self.inner.stream(request):

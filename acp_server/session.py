@@ -279,10 +279,9 @@ class Session(ModelChoosing):
         return self._context
 
     def warm(self) -> None:
-        """Ahead of the first turn (`warmup`): the tools, and the window lookup (it builds the
-        backend and opens its connection)."""
+        """Ahead of the first turn (`warmup`): the tools and the context budget."""
         self._toolbox()
-        self._session_context().look_up(self._backend)
+        self._session_context()
 
     def _emitter(self) -> tuple[Emit, Callable[[], None]]:
         """(emit, end): updates shown and recorded until `end` is called."""

@@ -2,8 +2,9 @@
 
 A user opens a chat and then types for a few seconds; the first prompt should not spend that
 time's worth of work after it is sent: importing the turn's modules (the loop, the context
-steps, the tools), building the model backend (the HTTP stack) and asking the server for its
-context window, which also opens the connection the first request will use.
+steps, the tools) and building the model backend (the HTTP stack). Nothing is sent anywhere:
+a connection attempt cut off when the editor closes the agent leaves a warning on stderr
+(Python 3.11 and anyio), and the window lookup runs beside the first request anyway.
 
 Each step runs in its own pass of the event loop, on the loop itself: a thread would hold the
 GIL just as long, and a request that arrives meanwhile waits for at most one step. A step that
@@ -16,6 +17,8 @@ import asyncio
 import importlib
 import logging
 from typing import TYPE_CHECKING
+
+from acp_server.backends import Preparable
 
 if TYPE_CHECKING:
     from acp_server.session import Session
@@ -32,12 +35,15 @@ FIRST_TURN_MODULES = (
 
 
 async def prepare_first_turn(session: Session) -> None:
-    """Import the turn's modules, then make the session's tools and start its window lookup."""
+    """Import the turn's modules, then make the session's tools and build its backend."""
     try:
         for name in FIRST_TURN_MODULES:
             await asyncio.sleep(0)
             importlib.import_module(name)
         await asyncio.sleep(0)
         session.warm()
+        await asyncio.sleep(0)
+        if isinstance(session.backend, Preparable):
+            session.backend.prepare()
     except Exception:
         log.exception("could not prepare the first turn of session %s ahead", session.id)

@@ -8,7 +8,7 @@ tell them apart.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from acp_server.messages import Event, ModelRequest
 
@@ -26,3 +26,11 @@ class Backend(Protocol):
     async def context_window(self) -> int | None:
         """The model's context window in tokens as the server reports it (None: unknown)."""
         ...
+
+
+@runtime_checkable
+class Preparable(Protocol):
+    """A backend that can do its set-up ahead of its first request: imports and objects, no
+    I/O (a connection cut off when the editor closes the agent would be a warning on stderr)."""
+
+    def prepare(self) -> None: ...

@@ -37,6 +37,10 @@ class Deferred:
             self._backend, self._build = self._build(), None
         return self._backend
 
+    def prepare(self) -> None:
+        """Build the backend now (after session/new, while the user types)."""
+        self._real()
+
     def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         return self._real().stream(request)
 

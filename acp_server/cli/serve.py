@@ -127,14 +127,20 @@ def max_line(env: Mapping[str, str]) -> int:
 
 async def _wind_down(timeout: float = 0.5) -> None:
     """Cancel what still runs (turns, work started after session/new such as a window lookup)
-    and let it finish while the loop runs, before the store closes. Left to `asyncio.run`, a
-    connection attempt cut off at teardown leaves a "coroutine was never awaited" warning on
-    stderr, which some editors show as an error."""
-    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in others:
-        task.cancel()
-    if others:
-        await asyncio.wait(others, timeout=timeout)
+    and let it finish while the loop runs, before the store closes; again for what that work
+    started meanwhile, within `timeout`. Left to `asyncio.run`, a connection attempt cut off
+    at teardown leaves a "coroutine was never awaited" warning on stderr, which some editors
+    show as an error."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        await asyncio.sleep(0)  # callbacks already scheduled may start tasks of their own
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        if not others:
+            return
+        for task in others:
+            task.cancel()
+        await asyncio.wait(others, timeout=max(deadline - loop.time(), 0))
 
 
 async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> None:
