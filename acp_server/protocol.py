@@ -138,9 +138,10 @@ class AcpAgent:
     async def new_session(self, params: Params) -> dict[str, Any]:
         check("session/new", "acp/session_new.json", params)
         cwd = absolute_dir(params["cwd"], "cwd")
-        session = self.sessions.new(cwd, directories(params), params.get("mcpServers"))
-        self._announce_commands(session.id)
-        return {"sessionId": session.id, **session.state()}
+        roots = directories(params)
+        session_id, state = self.sessions.answer_new(cwd, roots, params.get("mcpServers"))
+        self._announce_commands(session_id)
+        return {"sessionId": session_id, **state}
 
     async def load_session(self, params: Params) -> dict[str, Any]:
         result = await lifecycle.load(self.sessions, params)
