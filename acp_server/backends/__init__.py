@@ -8,9 +8,10 @@ tell them apart.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from acp_server.messages import Event, ModelRequest
+if TYPE_CHECKING:  # the protocol is read by type checkers; at run time it names no message
+    from acp_server.messages import Event, ModelRequest
 
 
 class Backend(Protocol):

@@ -17,7 +17,9 @@ from acp_server.cli.serve import model_source
 from acp_server.config import Settings
 from acp_server.protocol import AcpAgent
 
-MACHINERY = ("acp_server.session", "acp_server.store", "acp_server.transcript")
+MACHINERY = (
+    "acp_server.session", "acp_server.store", "acp_server.transcript", "acp_server.messages"
+)
 
 async def main() -> None:
     args = argparse.Namespace(model=["openai:mock-model"], config=None, script=None)
