@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from acp_server import session_config
 from acp_server.config import Settings, store_path
 from acp_server.errors import InternalError, ResourceNotFound
-from acp_server.permissions import Mode, is_mode
+from acp_server.modes import Mode, is_mode
 
 # The session machinery (session, store, transcript: ~25 ms of imports) is imported where it
 # is used: `answer_new` answers session/new without it, and it is built right after.

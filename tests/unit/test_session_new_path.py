@@ -18,7 +18,8 @@ from acp_server.config import Settings
 from acp_server.protocol import AcpAgent
 
 MACHINERY = (
-    "acp_server.session", "acp_server.store", "acp_server.transcript", "acp_server.messages"
+    "acp_server.session", "acp_server.store", "acp_server.transcript", "acp_server.messages",
+    "acp_server.permissions", "tomllib"
 )
 
 async def main() -> None:
