@@ -157,14 +157,18 @@ class AcpAgent:
         """`available_commands_update`, sent just AFTER the response the handler is about to
         return: the connection writes that response in the same step of the event loop, and a
         callback runs only after it (JetBrains hangs on a notification before the response of
-        `session/new`). Call it last, with no await after it."""
+        `session/new`). Call it last, with no await after it. Queued twice, to run once the
+        response has left too (the sink flushes in a callback queued with the response): a
+        new session is built at its first lookup (`registry.Sessions.answer_new`), which must
+        not hold the answer back."""
 
         def announce() -> None:
             session = self.sessions.find(session_id)
             if session is not None:
                 self.send_update(session_id, session.commands.update())
 
-        asyncio.get_running_loop().call_soon(announce)
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, announce)
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         check("session/prompt", "acp/session_prompt.json", params)

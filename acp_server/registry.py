@@ -124,7 +124,10 @@ class Sessions:
         session_id, mode, choice = self._fresh()
         build = functools.partial(self._build, session_id, cwd, extra, mcp_servers, mode, choice)
         self._pending[session_id] = lambda: self._after_new(build())
-        asyncio.get_running_loop().call_soon(self._settled)
+        # Twice: the answer is written when this handler returns and leaves the process in a
+        # callback queued then (stdio's sink), which a callback queued now would run before.
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._settled)
         return session_id, session_config.state(mode, choice.options() if choice else [])
 
     def _settled(self) -> dict[str, Session]:
