@@ -222,6 +222,25 @@ async def measure(
     return ok and good
 
 
+async def start_server(
+    env: dict[str, str], cwd: str, profile: str | None
+) -> asyncio.subprocess.Process:
+    """`acp-server --model openai:mock-model`, under cProfile when `profile` names a file."""
+    command = server_command()
+    if profile:  # the whole server under cProfile (slower; for finding hot spots)
+        command = [sys.executable, "-m", "cProfile", "-o", profile, "-m", "acp_server"]
+    return await asyncio.create_subprocess_exec(
+        *command,
+        "--model",
+        "openai:mock-model",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        limit=64 * 1024 * 1024,
+    )
+
+
 async def main_async(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     mock = MockThread()
@@ -234,19 +253,7 @@ async def main_async(args: argparse.Namespace) -> int:
             "OPENAI_API_KEY": "sk-bench",
             "ACP_SERVER_DATA_DIR": str(Path(tmp) / "data"),
         }
-        command = server_command()
-        if args.profile:  # the whole server under cProfile (slower; for finding hot spots)
-            command = [sys.executable, "-m", "cProfile", "-o", args.profile, "-m", "acp_server"]
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            "--model",
-            "openai:mock-model",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=tmp,
-            limit=64 * 1024 * 1024,
-        )
+        proc = await start_server(env, tmp, args.profile)
         editor = Editor(proc)
         try:
             await editor.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
