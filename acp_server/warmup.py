@@ -8,7 +8,8 @@ a connection attempt cut off when the editor closes the agent leaves a warning o
 
 Each step runs in its own pass of the event loop, on the loop itself: a thread would hold the
 GIL just as long, and a request that arrives meanwhile waits for at most one step. A step that
-fails is logged and left to the first prompt, which does the same work itself.
+fails is logged (a warning: not on stderr by default) and left to the first prompt, which
+does the same work itself and tells the user what failed.
 """
 
 from __future__ import annotations
@@ -46,4 +47,5 @@ async def prepare_first_turn(session: Session) -> None:
         if isinstance(session.backend, Preparable):
             session.backend.prepare()
     except Exception:
-        log.exception("could not prepare the first turn of session %s ahead", session.id)
+        # Not an error for the user: the first prompt does the same work and reports a failure.
+        log.warning("could not prepare the first turn of %s ahead", session.id, exc_info=True)
