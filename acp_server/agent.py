@@ -176,7 +176,7 @@ async def _request(turn: Turn) -> _Reply:
     for attempt in range(2):
         # Chosen again for the retry: the overflow may have lowered the window (a smaller
         # window may take the compact profile).
-        tools = context.session.tools(turn.system, turn.tools.specs())
+        tools = await context.offer(turn.system, turn.tools.specs(), turn.history)
         problem = await context.prepare(turn.system, tools, turn.history)
         if problem is not None:
             return _Reply("", _Chunks(turn.emit, ""), error=problem, failure="context")
@@ -184,6 +184,9 @@ async def _request(turn: Turn) -> _Reply:
         if reply.overflow is None or reply.said_anything or attempt:
             break
         context.after_overflow(reply.overflow)
+    # The usage shown and the truncation guard count against the window the server reports
+    # (looked up beside the first request; by now it has usually answered).
+    await context.session.settle(wait=True)
     context.after_round(reply.usage, context.budget.estimator.text("".join(reply.text)))
     return reply
 

@@ -29,6 +29,7 @@ from typing import Any
 from acp_server import updates
 from acp_server.backends import Backend
 from acp_server.backends.providers import Price
+from acp_server.config import Settings
 from acp_server.context import (
     ContextBudget,
     Fit,
@@ -121,6 +122,37 @@ class SessionContext:
         self.warned = False  # the truncation warning is given once per session
         self.due = False  # compact before the next request (the truncation guard fired)
         self._profile: tuple[tuple[int, tuple[str, ...]], ToolProfile] | None = None
+        self._lookup: asyncio.Task[int | None] | None = None  # the window the server reports
+
+    def look_up(self, backend: Backend) -> None:
+        """Start asking the server for its window, unless it told already or is being asked.
+        The turn does not wait for it (two requests on a cold connection, before the first
+        reply could start): it is taken when it has answered, or awaited when the history
+        does not fit the window known so far (`settle`)."""
+        if self.window.discovered is None and self._lookup is None:
+            self._lookup = asyncio.create_task(reported_window(backend), name="window-lookup")
+
+    @property
+    def looking(self) -> bool:
+        return self._lookup is not None
+
+    async def settle(self, *, wait: bool) -> None:
+        """Take the reported window once the lookup has answered (with `wait`, wait for it)."""
+        lookup = self._lookup
+        if lookup is None or not (wait or lookup.done()):
+            return
+        # Shielded: a cancelled turn must not cancel the lookup the session shares.
+        found = await asyncio.shield(lookup)
+        self._lookup = None
+        if found is not None:
+            self.window.discovered = found
+
+    @classmethod
+    def made(cls, settings: Settings, spending: Spending | None) -> SessionContext:
+        """A budget for the configured window (if any) and reply reserve."""
+        window = Window(configured=settings.context_window)
+        window.reserve = settings.reply_reserve
+        return cls(window, spending)
 
     @property
     def window(self) -> Window:
@@ -165,6 +197,19 @@ class TurnContext:
     def begin(self, system: str, tools: tuple[ToolSpec, ...]) -> None:
         """The system prompt and tools of the requests to come (`prepare` sets them too)."""
         self._request = (system, tools)
+
+    async def offer(
+        self, system: str, specs: Sequence[ToolSpec], history: list[Message]
+    ) -> tuple[ToolSpec, ...]:
+        """The tools for the next request, as offered for the window known now. While the
+        server is still asked for its window, a history that does not fit the one known so
+        far waits for its answer (it may be larger) instead of compacting for nothing."""
+        await self.session.settle(wait=False)
+        tools = self.session.tools(system, specs)
+        if self.session.looking and self.budget.fit(system, tools, history).status != "fits":
+            await self.session.settle(wait=True)
+            tools = self.session.tools(system, specs)
+        return tools
 
     async def prepare(
         self, system: str, tools: tuple[ToolSpec, ...], history: list[Message]

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from acp_server.backends import Backend
-from acp_server.backends.images import has_images, images_as_notes
+from acp_server.backends import Backend, Preparable
 from acp_server.errors import InvalidParams
-from acp_server.messages import Event, ModelRequest, Notice, StreamError
 from acp_server.models import Catalogue, ModelEntry, model_options, parse_level
 from acp_server.modelsource import ModelSource
 from acp_server.thought import clamp
+
+if TYPE_CHECKING:
+    from acp_server.messages import Event, ModelRequest
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +159,15 @@ class ImageRetry:
     async def context_window(self) -> int | None:
         return await self.inner.context_window()
 
+    def prepare(self) -> None:
+        if isinstance(self.inner, Preparable):
+            self.inner.prepare()
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        # Imported here: the model options of a session/new answer need none of it.
+        from acp_server.backends.images import has_images, images_as_notes
+        from acp_server.messages import Notice, StreamError
+
         async for event in self.inner.stream(request):
             if isinstance(event, StreamError) and event.images_refused and has_images(request):
                 self._refused()

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 from pathlib import Path
 
 from acp_server import schemas
 from acp_server.errors import InvalidParams
 from acp_server.jsonrpc import Params
-
-log = logging.getLogger(__name__)
 
 
 def check(method: str, schema: str, params: Params) -> None:
@@ -30,19 +26,6 @@ def absolute_dir(value: str, field: str) -> Path:
             {"field": field},
         )
     return Path(os.path.normpath(value))
-
-
-def warm_up_validation() -> None:
-    """Import jsonschema in the background once a session exists (scheduled to run after the
-    answer is written), so the first tool call does not wait for it."""
-
-    def load() -> None:
-        try:
-            schemas.validator("acp/session_prompt.json")
-        except Exception:
-            log.exception("could not load the session/prompt schema ahead of the first prompt")
-
-    threading.Thread(target=load, name="schema-warmup", daemon=True).start()
 
 
 def directories(params: Params) -> tuple[Path, ...]:

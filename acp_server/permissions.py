@@ -29,23 +29,18 @@ import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal
 
 from acp_server.config import data_dir
+from acp_server.modes import MODE_IDS as MODE_IDS
+from acp_server.modes import MODES as MODES
+from acp_server.modes import Mode as Mode
+from acp_server.modes import is_mode as is_mode
 
-Mode = Literal["ask", "accept_edits", "plan", "bypass"]
 Verdict = Literal["allow", "ask", "deny"]
 # What a call does, for the rules: reads run inside the roots, edits and commands depend on
 # the mode, "think" (plans) always runs. Each tool declares one.
 Effect = Literal["read", "edit", "execute", "think"]
-
-MODES: tuple[tuple[Mode, str, str], ...] = (
-    ("ask", "Ask", "Reads inside the project run; edits and commands ask first."),
-    ("accept_edits", "Accept edits", "Edits inside the project run; commands ask first."),
-    ("plan", "Plan", "Read-only: the agent looks and plans, but edits and commands are refused."),
-    ("bypass", "Bypass permissions", "Everything inside the project runs without asking."),
-)
-MODE_IDS: tuple[str, ...] = tuple(m[0] for m in MODES)
 
 PLAN_REFUSAL = (
     "Refused: the session is in Plan mode, which is read-only. Do not try to change files or "
@@ -213,7 +208,3 @@ class Permissions:
         self.rules.append(rule)
         with contextlib.suppress(OSError):  # still remembered for this session
             self.store.save(self.rules)
-
-
-def is_mode(value: object) -> TypeGuard[Mode]:
-    return isinstance(value, str) and value in MODE_IDS

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from acp_server import __version__, auth, lifecycle
 from acp_server.config import Settings
 from acp_server.jsonrpc import NotificationHandler, Params, RequestHandler
-from acp_server.params import absolute_dir, check, directories, warm_up_validation
+from acp_server.params import absolute_dir, check, directories
 
 if TYPE_CHECKING:
     from acp_server.backends import Backend
@@ -183,10 +183,10 @@ class AcpAgent:
         missing = self._missing_key()
         if missing is not None:
             raise auth.required(missing)
-        session = self.sessions.new(cwd, directories(params), params.get("mcpServers"))
-        asyncio.get_running_loop().call_soon(warm_up_validation)
-        self._announce_commands(session.id)
-        return {"sessionId": session.id, **session.state()}
+        roots = directories(params)
+        session_id, state = self.sessions.answer_new(cwd, roots, params.get("mcpServers"))
+        self._announce_commands(session_id)
+        return {"sessionId": session_id, **state}
 
     async def load_session(self, params: Params) -> dict[str, Any]:
         result = await lifecycle.load(self.sessions, params)
@@ -202,14 +202,18 @@ class AcpAgent:
         """`available_commands_update`, sent just AFTER the response the handler is about to
         return: the connection writes that response in the same step of the event loop, and a
         callback runs only after it (JetBrains hangs on a notification before the response of
-        `session/new`). Call it last, with no await after it."""
+        `session/new`). Call it last, with no await after it. Queued twice, to run once the
+        response has left too (the sink flushes in a callback queued with the response): a
+        new session is built at its first lookup (`registry.Sessions.answer_new`), which must
+        not hold the answer back."""
 
         def announce() -> None:
             session = self.sessions.find(session_id)
             if session is not None:
                 self.send_update(session_id, session.commands.update())
 
-        asyncio.get_running_loop().call_soon(announce)
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, announce)
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         check("session/prompt", "acp/session_prompt.json", params)

@@ -17,6 +17,7 @@ unsaved) and its permissions. The store is opened at the first session that need
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -24,22 +25,25 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server.backends import Backend
+from acp_server import session_config
 from acp_server.config import Settings, store_path
-from acp_server.editor_api import EditorApi
 from acp_server.errors import InternalError, ResourceNotFound
-from acp_server.messages import Message
-from acp_server.permissions import Mode, Permissions, RuleStore, is_mode
-from acp_server.session import Session
-from acp_server.session_models import SendUpdate
-from acp_server.store import SaveFailed, SessionRow, Store
-from acp_server.tools import mcp_config
-from acp_server.transcript import NullRecorder, Recorder, restore
+from acp_server.modes import Mode, is_mode
 
+# The session machinery (session, store, transcript: ~25 ms of imports) is imported where it
+# is used: `answer_new` answers session/new without it, and it is built right after.
 if TYPE_CHECKING:
+    from acp_server.backends import Backend
     from acp_server.choices import ModelChoice
+    from acp_server.editor_api import EditorApi
+    from acp_server.messages import Message
     from acp_server.models import Catalogue
     from acp_server.modelsource import ModelSource
+    from acp_server.session import Session
+    from acp_server.session_models import SendUpdate
+    from acp_server.store import SessionRow, Store
+    from acp_server.tools.mcp_config import ServerConfig
+    from acp_server.transcript import NullRecorder, Recorder
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +65,11 @@ class Sessions:
         self.send_update = send_update
         self._settings = settings
         self._live: dict[str, Session] = {}
+        self._pending: dict[str, Callable[[], None]] = {}  # answered, not built yet
+        self._closed = False
         self._store: Store | None = None
         self._store_failed = False
+        self._background: set[asyncio.Task[None]] = set()  # work started after session/new
         self._models = models  # the models to choose from (None: one fixed backend)
         if models is not None:
             models.listeners.append(self._catalogue_grew)
@@ -71,6 +78,8 @@ class Sessions:
     def store(self) -> Store | None:
         """The durable session store, opened on first use; None if it cannot be opened."""
         if self._store is None and not self._store_failed:
+            from acp_server.store import Store
+
             try:
                 self._store = Store(store_path())
             except Exception:
@@ -80,6 +89,10 @@ class Sessions:
 
     def shutdown(self) -> None:
         """At exit: every MCP server process ends, and the store is closed."""
+        self._closed = True
+        self._settled()  # their rows reach the store before it closes
+        for task in self._background:
+            task.cancel()
         from acp_server.tools import mcp_procs
 
         mcp_procs.end_all()
@@ -87,10 +100,10 @@ class Sessions:
             self._store.close()
 
     def find(self, session_id: str) -> Session | None:
-        return self._live.get(session_id)
+        return self._settled().get(session_id)
 
     def get(self, session_id: str) -> Session:
-        session = self._live.get(session_id)
+        session = self._settled().get(session_id)
         if session is None:
             raise ResourceNotFound(
                 f"Unknown session {session_id!r}: create one with session/new first.",
@@ -99,11 +112,56 @@ class Sessions:
         return session
 
     def new(self, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers) -> Session:
+        """A session with a fresh id, built now (its first work starts in the next pass of the
+        loop: nothing about a session may reach the editor before the answer that names it)."""
         servers = self._mcp_servers(mcp_servers)
-        session_id = f"sess_{uuid.uuid4().hex}"
+        session_id, mode, choice = self._fresh()
+        session = self._build(session_id, cwd, extra, servers, mode, choice)
+        asyncio.get_running_loop().call_soon(self._after_new, session)
+        return session
+
+    def answer_new(
+        self, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers
+    ) -> tuple[str, dict[str, Any]]:
+        """session/new: the id and state (modes, config options) of a new session, which is
+        built right after the answer is written: in the next pass of the loop, before any
+        request that could name it is read. Its store row was never committed before the
+        answer either (the store writes from a queue)."""
+        servers = self._mcp_servers(mcp_servers)  # -32602 before anything is answered
+        session_id, mode, choice = self._fresh()
+        build = functools.partial(self._build, session_id, cwd, extra, servers, mode, choice)
+        self._pending[session_id] = lambda: self._after_new(build())
+        # Twice: the answer is written when this handler returns and leaves the process in a
+        # callback queued then (stdio's sink), which a callback queued now would run before.
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._settled)
+        return session_id, session_config.state(mode, choice.options() if choice else [])
+
+    def _settled(self) -> dict[str, Session]:
+        """The live sessions, once those answered but not built yet are built (every lookup
+        comes here, so none misses a session whatever the order of events)."""
+        while self._pending:
+            self._pending.pop(next(iter(self._pending)))()
+        return self._live
+
+    def _fresh(self) -> tuple[str, Mode, ModelChoice | None]:
+        """A new session's id, mode and model choice."""
         choice = self._choice({})
         mode = self._models.default_mode if self._models is not None else None
-        mode = mode if is_mode(mode) else "ask"
+        return f"sess_{uuid.uuid4().hex}", mode if is_mode(mode) else "ask", choice
+
+    def _build(
+        self,
+        session_id: str,
+        cwd: Path,
+        extra: tuple[Path, ...],
+        servers: Sequence[ServerConfig],
+        mode: Mode,
+        choice: ModelChoice | None,
+    ) -> Session:
+        """A new session, stored and live."""
+        from acp_server.store import SessionRow
+
         store = self.store
         if store is not None:
             now = time.time()
@@ -112,9 +170,6 @@ class Sessions:
             store.create(SessionRow(session_id, str(cwd), dirs, None, now, now, state))
         recorder = self._recorder(session_id)
         session = self._open(session_id, cwd, extra, servers, recorder, mode=mode, choice=choice)
-        # After the answer is written (it leaves in this pass of the loop): nothing about a
-        # session may reach the editor before the session/new answer that names it.
-        asyncio.get_running_loop().call_soon(self._after_new, session)
         return session
 
     async def restore(
@@ -127,12 +182,14 @@ class Sessions:
         replay: bool,
     ) -> Session:
         """The stored session, live again (a live one of that id is cancelled and replaced)."""
+        from acp_server import transcript
+
         servers = self._mcp_servers(mcp_servers)
         store, row = await self._stored(session_id)
-        await self._end(self._live.pop(session_id, None))
+        await self._end(self._settled().pop(session_id, None))
         await store.flush()
-        restored = restore(store.events(session_id), store.blob)
-        recorder = Recorder(store, session_id)
+        restored = transcript.restore(store.events(session_id), store.blob)
+        recorder = transcript.Recorder(store, session_id)
         for message in restored.repairs:
             recorder.message(message)
         for update in restored.shown_repairs:
@@ -170,7 +227,7 @@ class Sessions:
 
     async def close(self, session_id: str) -> None:
         """Cancel the live session and forget it; it stays stored. Not live: it must be stored."""
-        session = self._live.pop(session_id, None)
+        session = self._settled().pop(session_id, None)
         if session is None:
             await self._stored(session_id)
             return
@@ -180,7 +237,7 @@ class Sessions:
 
     async def delete(self, session_id: str) -> None:
         """Gone from the list, and loading it is "not found". Unknown ids are fine."""
-        await self._end(self._live.pop(session_id, None))
+        await self._end(self._settled().pop(session_id, None))
         store = self._required_store()
         store.delete(session_id)
         await _committed(store, session_id, "The deletion of this session")
@@ -190,6 +247,8 @@ class Sessions:
     ) -> Session:
         """A new session with a copy of the stored one's history (and its roots, unless `extra`
         gives others)."""
+        from acp_server.store import SessionRow
+
         self._mcp_servers(mcp_servers)  # checked before anything is stored
         store, source = await self._stored(session_id)
         new_id = f"sess_{uuid.uuid4().hex}"
@@ -208,7 +267,7 @@ class Sessions:
         session_id: str,
         cwd: Path,
         extra: tuple[Path, ...],
-        mcp_servers: Sequence[mcp_config.ServerConfig],
+        mcp_servers: Sequence[ServerConfig],
         recorder: Recorder | NullRecorder,
         *,
         history: Sequence[Message] = (),
@@ -217,6 +276,9 @@ class Sessions:
         choice: ModelChoice | None = None,
     ) -> Session:
         """A live session with its collaborators, registered under its id."""
+        from acp_server.permissions import Permissions, RuleStore
+        from acp_server.session import Session
+
         session = Session(
             session_id,
             cwd=cwd,
@@ -235,9 +297,13 @@ class Sessions:
         self._live[session_id] = session
         return session
 
-    def _mcp_servers(self, given: McpServers) -> list[mcp_config.ServerConfig]:
+    def _mcp_servers(self, given: McpServers) -> list[ServerConfig]:
         """The editor's MCP servers (checked: -32602 when one cannot be used) and the
         configuration file's; the editor's wins on a name clash."""
+        if not given and not (self._models and self._models.mcp_servers):
+            return []  # what nearly every session/new asks: nothing to import or check
+        from acp_server.tools import mcp_config
+
         editor = mcp_config.from_editor(given, acp_allowed=False)
         return mcp_config.merged(editor, self._models.mcp_servers if self._models else ())
 
@@ -270,6 +336,15 @@ class Sessions:
         return self._backends()
 
     def _after_new(self, session: Session) -> None:
+        """Work started once the session/new answer is written (the one place for it): what
+        the first prompt needs, and the discovery of local models."""
+        from acp_server.warmup import prepare_first_turn
+
+        if self._closed:
+            return
+        task = asyncio.create_task(prepare_first_turn(session), name="first-turn-warm-up")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
         if self._models is None:
             return
         if self._models.problem is not None:
@@ -280,11 +355,13 @@ class Sessions:
         """Discovery found more models: every live session offers them."""
         if self._models is not None and self._models.problem is not None:
             return
-        for session in list(self._live.values()):
+        for session in list(self._settled().values()):
             if session.choice is not None and session.choice.grow(catalogue):
                 session.catalogue_grew()
 
     def _recorder(self, session_id: str) -> Recorder | NullRecorder:
+        from acp_server.transcript import NullRecorder, Recorder
+
         store = self.store
         return Recorder(store, session_id) if store is not None else NullRecorder()
 
@@ -300,6 +377,7 @@ class Sessions:
     async def _stored(self, session_id: str) -> tuple[Store, SessionRow]:
         """The store and the session's row, read once every write queued so far is done (so
         that a session created a moment ago, its row still on the writer's queue, is found)."""
+        self._settled()
         store = self._required_store()
         await store.flush()
         row = store.get(session_id)
@@ -313,6 +391,8 @@ class Sessions:
 
 async def _committed(store: Store, session_id: str, what: str) -> None:
     """Wait for the session's writes; a failed one is an error for the client, not a success."""
+    from acp_server.store import SaveFailed
+
     try:
         await store.flush(session_id)
     except SaveFailed as exc:

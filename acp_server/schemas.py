@@ -164,6 +164,10 @@ def _shape_keyword(key: str, rule: Any, value: Any, root: dict[str, Any]) -> boo
         )
     if key == "items":
         return not isinstance(value, list) or all(_accepts(rule, item, root) for item in value)
+    if key in ("minItems", "maxItems"):
+        if not isinstance(value, list):
+            return True
+        return bool(len(value) >= rule if key == "minItems" else len(value) <= rule)
     if key == "minLength":
         return not isinstance(value, str) or len(value) >= rule
     if key == "maxLength":

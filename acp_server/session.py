@@ -12,8 +12,7 @@ dropped once that turn has ended, so nothing arrives after its answer.
 
 Every history message and every shown update goes to the recorder as it happens (a
 `NullRecorder` when there is no store), and a prompt is answered only after its writes are
-committed. If they could not be, the user is told so in the chat and the answer says
-`notSaved`.
+committed. If they could not be, the user is told so and the answer says `notSaved`.
 """
 
 from __future__ import annotations
@@ -256,20 +255,12 @@ class Session(ModelChoosing):
         return None
 
     async def _turn_context(self, backend: Backend, emit: Emit) -> TurnContext:
-        """The context steps for a turn with `backend`: the session's budget (made at the
-        first turn and for each new backend), the window the server reports looked up until
-        it answers."""
-        from acp_server.agent_context import SessionContext, TurnContext, reported_window
-        from acp_server.context import Window
+        """The context steps for a turn with `backend`; the server's window is looked up beside
+        the turn (`SessionContext.look_up`)."""
+        from acp_server.agent_context import TurnContext
 
-        if self._context is None:
-            window = Window(configured=self._settings.context_window)
-            window.reserve = self._settings.reply_reserve
-            self._context = SessionContext(window, self._spending)
-            self._spending = self._context.spending  # the session's, across model switches
-        context = self._context
-        if context.window.discovered is None:
-            context.window.discovered = await reported_window(backend)
+        context = self._session_context()
+        context.look_up(backend)
         return TurnContext(
             context,
             backend,
@@ -279,6 +270,20 @@ class Session(ModelChoosing):
             price=self.choice.entry.price if self.choice and self.choice.entry else None,
             summarizer=self._summarizer(),
         )
+
+    def _session_context(self) -> SessionContext:
+        """The session's budget, made at the first turn and for each new backend."""
+        from acp_server.agent_context import SessionContext
+
+        if self._context is None:
+            self._context = SessionContext.made(self._settings, self._spending)
+            self._spending = self._context.spending  # the session's, across model switches
+        return self._context
+
+    def warm(self) -> None:
+        """Ahead of the first turn (`warmup`): the tools and the context budget."""
+        self._toolbox()
+        self._session_context()
 
     def _emitter(self) -> tuple[Emit, Callable[[], None]]:
         """(emit, end): updates shown and recorded until `end` is called."""
@@ -381,6 +386,7 @@ class Session(ModelChoosing):
         """`/compact [focus]`: compact now, whatever the fit, and say how it went."""
         emit = self._command_emitter()
         context = await self._turn_context(self._backend, emit)
+        await context.session.settle(wait=True)  # compacted for the window the server tells
         system = system_prompt(self.cwd, self.additional_dirs)
         context.begin(system, context.session.tools(system, self._toolbox().specs()))
         await self.say(await context.compact(self.history, focus, manual=True))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from acp_server.errors import InvalidParams
-from acp_server.permissions import MODE_IDS, MODES, Mode, is_mode
+from acp_server.modes import MODE_IDS, MODES, Mode, is_mode
 
 MODE_OPTION = "mode"
 

@@ -18,6 +18,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from common import emit
+
 from acp_server.context import ContextBudget, Window
 from acp_server.messages import Message, ToolCall, ToolSpec, text_message
 
@@ -87,6 +89,8 @@ def main() -> int:
     ):
         verdict = "ok" if value <= target else "OVER TARGET"
         print(f"{label}              {value:7.3f} ms  (target <= {target:g} ms)  {verdict}")
+        name = f"fit: {label.strip()}, {args.messages} messages"
+        emit(name, value, "ms", f"<= {target:g} ms", value <= target, results[0])
     return 0
 
 

@@ -28,105 +28,25 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Coroutine
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
 
 import httpx
+from common import Editor, MockThread, emit, message_chunks, server_command, words
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-# The mock LLM is test support code: the repository root must be importable.
 from tests.support.mock_llm import MockLLM
 from tests.support.mock_llm.http_io import ResponseWriter
 
-T = TypeVar("T")
 TARGET_MS = 150.0
 TARGET_RATIO = 0.5
 TARGET_CPU_US = 25.0
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 
 
-class MockThread:
-    """A MockLLM serving from its own thread and event loop."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.mock = MockLLM()
-        self.run(self.mock.start())
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return future.result()
-
-    def queue(self, *responses: dict[str, Any]) -> None:
-        self.loop.call_soon_threadsafe(self.mock.queue, *responses)
-
-    def close(self) -> None:
-        self.run(self.mock.close())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-
-
-def words(n: int) -> str:
-    return " ".join(f"w{i}" for i in range(n))
-
-
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process, in seconds (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICK
-
-
-class Editor:
-    """The ACP client side: sends frames, collects the server's lines."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.next_id = 0
-
-    async def send(self, method: str, params: dict[str, Any]) -> int:
-        assert self.proc.stdin is not None
-        self.next_id += 1
-        frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        self.proc.stdin.write(json.dumps(frame).encode() + b"\n")
-        await self.proc.stdin.drain()
-        return self.next_id
-
-    async def until_answer(
-        self, req_id: int, arrivals: list[float] | None = None
-    ) -> tuple[dict[str, Any], list[bytes]]:
-        """Lines up to the answer to `req_id` (raw, parsed afterwards: the clock is running)."""
-        assert self.proc.stdout is not None
-        marker = f'"id":{req_id},'.encode()
-        lines: list[bytes] = []
-        while True:
-            line = await self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("the server exited")
-            if arrivals is not None:
-                arrivals.append(time.perf_counter())
-            if marker in line and b'"method"' not in line:
-                return json.loads(line), lines
-            lines.append(line)
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        answer, _ = await self.until_answer(await self.send(method, params))
-        return answer
-
-
-def message_chunks(lines: list[bytes]) -> list[str]:
-    out = []
-    for line in lines:
-        frame = json.loads(line)
-        update = frame.get("params", {}).get("update", {})
-        if update.get("sessionUpdate") == "agent_message_chunk":
-            out.append(update["content"]["text"])
-    return out
 
 
 async def relay_once(
@@ -227,7 +147,7 @@ class StampedOut(ResponseWriter):
     async def send(self, data: bytes) -> None:
         await super().send(data)
         if StampedOut.sent is not None:
-            StampedOut.sent.append((time.perf_counter(), data))
+            StampedOut.sent.append((time.monotonic(), data))
 
 
 MockLLM.response_writer = StampedOut  # benchmark-only instrumentation
@@ -287,15 +207,38 @@ async def measure(
         ok = relay * 1000 <= TARGET_MS
         line += f"  target <= {TARGET_MS:g} ms  {verdict(ok)}"
     print(line)
+    target = f"<= {TARGET_MS:g} ms" if n == 2000 else "-"
+    emit(f"relay: {n} deltas, prompt -> stopReason", relay * 1000, "ms", target, ok, bare_s * 1000)
     print(f"  bare httpx SSE read     {bare_s * 1000:8.1f} ms  ({n / bare_s:7.0f} deltas/s)")
     good = ratio >= TARGET_RATIO
     print(f"  relay rate / bare rate  {ratio:8.2f}     target >= {TARGET_RATIO:g}  ", end="")
     print(verdict(good, "UNDER TARGET"))
+    emit(f"relay: {n} deltas, relay rate / bare rate", ratio, "x", f">= {TARGET_RATIO:g}", good)
     ok = ok and good
     good = cpu_us <= TARGET_CPU_US
     print(f"  server CPU per delta    {cpu_us:8.1f} us  target <= {TARGET_CPU_US:g} us  ", end="")
     print(verdict(good))
+    emit(f"relay: {n} deltas, server CPU per delta", cpu_us, "us", f"<= {TARGET_CPU_US:g} us", good)
     return ok and good
+
+
+async def start_server(
+    env: dict[str, str], cwd: str, profile: str | None
+) -> asyncio.subprocess.Process:
+    """`acp-server --model openai:mock-model`, under cProfile when `profile` names a file."""
+    command = server_command()
+    if profile:  # the whole server under cProfile (slower; for finding hot spots)
+        command = [sys.executable, "-m", "cProfile", "-o", profile, "-m", "acp_server"]
+    return await asyncio.create_subprocess_exec(
+        *command,
+        "--model",
+        "openai:mock-model",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        limit=64 * 1024 * 1024,
+    )
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -310,19 +253,7 @@ async def main_async(args: argparse.Namespace) -> int:
             "OPENAI_API_KEY": "sk-bench",
             "ACP_SERVER_DATA_DIR": str(Path(tmp) / "data"),
         }
-        command = [str(Path(sys.executable).parent / "acp-server")]
-        if args.profile:  # the whole server under cProfile (slower; for finding hot spots)
-            command = [sys.executable, "-m", "cProfile", "-o", args.profile, "-m", "acp_server"]
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            "--model",
-            "openai:mock-model",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=tmp,
-            limit=64 * 1024 * 1024,
-        )
+        proc = await start_server(env, tmp, args.profile)
         editor = Editor(proc)
         try:
             await editor.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
@@ -340,6 +271,7 @@ async def main_async(args: argparse.Namespace) -> int:
             median, worst, count = await promptness(editor, mock, session)
             good = worst < 0.020  # a delta held until the next one would lag >= 20 ms
             ok = ok and good
+            emit("relay: promptness, worst delta lag", worst * 1000, "ms", "< 20 ms", good)
             print(f"\npromptness, 25 deltas 20 ms apart: {count} chunks relayed")
             print(
                 f"  model server -> editor  median {median * 1000:.1f} ms, worst "

@@ -8,9 +8,9 @@ tell them apart.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # not at run time: `initialize` reads the configuration, not the messages
+if TYPE_CHECKING:  # the protocol is read by type checkers; at run time it names no message
     from acp_server.messages import Event, ModelRequest
 
 
@@ -27,3 +27,11 @@ class Backend(Protocol):
     async def context_window(self) -> int | None:
         """The model's context window in tokens as the server reports it (None: unknown)."""
         ...
+
+
+@runtime_checkable
+class Preparable(Protocol):
+    """A backend that can do its set-up ahead of its first request: imports and objects, no
+    I/O (a connection cut off when the editor closes the agent would be a warning on stderr)."""
+
+    def prepare(self) -> None: ...

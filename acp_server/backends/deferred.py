@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from acp_server.backends import Backend
+from acp_server.backends import Backend, Preparable
 from acp_server.messages import Event, ModelRequest
 
 
@@ -36,6 +36,13 @@ class Deferred:
             assert self._build is not None
             self._backend, self._build = self._build(), None
         return self._backend
+
+    def prepare(self) -> None:
+        """Build the backend now (after session/new, while the user types), and let it
+        prepare itself in turn."""
+        backend = self._real()
+        if isinstance(backend, Preparable):
+            backend.prepare()
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         return self._real().stream(request)

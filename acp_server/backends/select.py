@@ -24,6 +24,7 @@ headers, and its key read from the variable it names at each request, never kept
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -265,17 +266,21 @@ class AutoBackend:
         self._candidates = candidates
         self._chosen: Backend | None = None
         self._probed = False
+        # One probe at a time: the window lookup and the first request run side by side, and
+        # the second must not take "nothing found yet" for "nothing there".
+        self._probing = asyncio.Lock()
 
     @property
     def label(self) -> str:
         return self._chosen.label if self._chosen else "auto"
 
     async def _backend(self) -> Backend | None:
-        if not self._probed:
-            self._probed = True
-            self._chosen = (
-                hosted_with_key(self._env) or await self._local_server() or embedded(self._env)
-            )
+        async with self._probing:
+            if not self._probed:
+                self._probed = True
+                self._chosen = (
+                    hosted_with_key(self._env) or await self._local_server() or embedded(self._env)
+                )
         return self._chosen
 
     async def _local_server(self) -> Backend | None:

@@ -133,6 +133,24 @@ def max_line(env: Mapping[str, str]) -> int:
     return DEFAULT_MAX_LINE
 
 
+async def _wind_down(timeout: float = 0.5) -> None:
+    """Cancel what still runs (turns, work started after session/new such as a window lookup)
+    and let it finish while the loop runs, before the store closes; again for what that work
+    started meanwhile, within `timeout`. Left to `asyncio.run`, a connection attempt cut off
+    at teardown leaves a "coroutine was never awaited" warning on stderr, which some editors
+    show as an error."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        await asyncio.sleep(0)  # callbacks already scheduled may start tasks of their own
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        if not others:
+            return
+        for task in others:
+            task.cancel()
+        await asyncio.wait(others, timeout=max(deadline - loop.time(), 0))
+
+
 async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> None:
     if getattr(args, "max_turn_requests", None):
         settings.max_turn_requests = args.max_turn_requests
@@ -159,6 +177,7 @@ async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> 
     except asyncio.CancelledError:
         log.info("stopping on a signal")
     finally:
+        await _wind_down()
         agent.close()
     # Backstop: whatever a stuck task does, the process is gone within a second of the request.
     backstop = threading.Timer(0.8, os._exit, args=(0,))

@@ -52,3 +52,29 @@ def test_a_model_without_its_key_says_so_at_once() -> None:
     backend = source.backend(source.catalogue().entries[0])
     assert isinstance(backend, UnconfiguredBackend)
     assert "OPENAI_API_KEY" in backend.message
+
+
+def test_prepared_ahead_the_backend_and_its_http_client_are_made_without_a_request() -> None:
+    # What the warm-up after session/new does (acp_server/warmup.py): a fresh interpreter, so
+    # that the first client's TLS set-up (~15-30 ms) is really done here and not later.
+    code = (
+        "import sys\n"
+        "from acp_server.backends import Preparable\n"
+        "from acp_server.modelsource import ModelSource\n"
+        "env = {'OPENAI_BASE_URL': 'http://127.0.0.1:9/v1'}\n"
+        "source = ModelSource(['openai:m'], env)\n"
+        "backend = source.backend(source.catalogue().entries[0])\n"
+        "assert isinstance(backend, Preparable)\n"
+        "import httpx\n"
+        "made = []\n"
+        "original = httpx.AsyncClient.__init__\n"
+        "def counted(self, *a, **kw):\n"
+        "    made.append(1)\n"
+        "    original(self, *a, **kw)\n"
+        "httpx.AsyncClient.__init__ = counted\n"
+        "backend.prepare()\n"
+        "print(backend.built, len(made))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "1"]

@@ -39,6 +39,7 @@ LAYERS: Layers = [
             "commands",
             "choices",
             "modelsource",
+            "warmup",
         ],
     ),
     (
@@ -59,7 +60,17 @@ LAYERS: Layers = [
     ("context", ["context"]),
     (
         "vocabulary",
-        ["messages", "updates", "errors", "schemas", "config", "markdown", "redaction", "__init__"],
+        [
+            "messages",
+            "updates",
+            "errors",
+            "schemas",
+            "config",
+            "markdown",
+            "redaction",
+            "modes",
+            "__init__",
+        ],
     ),
 ]
 WIRE = {"acp_server.jsonrpc", "acp_server.jsonline", "acp_server.stdio"}

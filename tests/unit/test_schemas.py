@@ -72,6 +72,27 @@ GOOD: dict[str, list[Any]] = {
         },
     ],
     "acp/session_cancel.json": [{"sessionId": "s"}],
+    # Tool arguments as models send them: checked at every tool call, so they must never wait
+    # for jsonschema (~50 ms to import on the first call of a process).
+    "tools/edit_file.json": [
+        {"path": "a.py", "edits": [{"old_text": "x", "new_text": "y"}]},
+        {"path": "/w/a.py", "edits": [{"old_text": "x", "new_text": "", "replace_all": True}]},
+    ],
+    "tools/glob.json": [{"pattern": "**/*.py"}, {"pattern": "*.md", "path": "docs"}],
+    "tools/grep.json": [
+        {"pattern": "def main"},
+        {"pattern": "x", "path": "src", "glob": "*.py", "ignore_case": True, "max_results": 5},
+    ],
+    "tools/list_directory.json": [{}, {"path": "src"}],
+    "tools/read_file.json": [{"path": "a.py"}, {"path": "a.py", "line": 10, "limit": 20}],
+    "tools/run_command.json": [
+        {"command": "ls"},
+        {"command": "make test", "cwd": "sub", "timeout_seconds": 30},
+    ],
+    "tools/update_plan.json": [
+        {"entries": [{"content": "read the code", "status": "pending", "priority": "high"}]},
+    ],
+    "tools/write_file.json": [{"path": "a.txt", "content": ""}],
     "script.schema.json": [
         [
             {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from acp_server.backends import select
@@ -76,6 +78,24 @@ async def test_auto_backend_uses_what_it_found(mock_llm: MockLLM) -> None:
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello there"
     assert backend.label == "openai:found-model"
     assert mock_llm.chat_requests[-1].json["model"] == "found-model"
+
+
+async def test_auto_backend_asked_twice_at_once_probes_once_for_both(mock_llm: MockLLM) -> None:
+    # The window lookup runs beside the first request: the request must not take the probe
+    # the lookup started (and has not finished) for "no server found".
+    mock_llm.set(model="found-model", context_length=16384)
+    mock_llm.queue({"text": "hello there"})
+    candidates = (("openai", mock_llm.url + "/v1", "/models"),)
+    backend = select.AutoBackend({}, candidates=candidates)
+    request = ModelRequest((text_message("user", "hi"),))
+
+    async def reply() -> list[object]:
+        return [e async for e in backend.stream(request)]
+
+    window, events = await asyncio.gather(backend.context_window(), reply())
+    assert window == 16384
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello there"
+    assert len([r for r in mock_llm.requests if r.path == "/v1/models"]) == 2  # probe + window
 
 
 @pytest.mark.parametrize(
