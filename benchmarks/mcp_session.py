@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import emit
+
 ROOT = Path(__file__).resolve().parent.parent
 MCP_SERVER = ROOT / "tests" / "support" / "mcp_server.py"
 TARGET_MS = 300.0
@@ -87,8 +89,13 @@ def main() -> None:
     print(f"session/new, median of {runs}:")
     print(f"  without MCP servers    {without_ms:7.1f} ms")
     print(f"  with one stdio server  {with_ms:7.1f} ms  (first: {with_server[0] * 1000:.1f} ms)")
-    verdict = "ok" if with_ms <= TARGET_MS else "OVER"
+    first_ms = with_server[0] * 1000
+    verdict = "ok" if max(with_ms, first_ms) <= TARGET_MS else "OVER"
     print(f"  target: with one stdio server <= {TARGET_MS:.0f} ms: {verdict}")
+    target = f"<= {TARGET_MS:.0f} ms"
+    emit("session/new with one stdio MCP server, first", first_ms, "ms", target, first_ms <= 300)
+    emit("session/new with one stdio MCP server, median", with_ms, "ms", target, with_ms <= 300)
+    emit("session/new without MCP servers, same process", without_ms, "ms", "-", True)
 
 
 if __name__ == "__main__":

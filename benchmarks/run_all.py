@@ -46,6 +46,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("loop.py", [], ["--rounds", "50"]),
     ("fit.py", ["--runs", "10"], ["--runs", "3"]),
     ("load.py", ["--messages", "2000", "--runs", "10"], ["--messages", "500", "--runs", "5"]),
+    ("mcp_session.py", ["--runs", "10"], ["--runs", "3"]),
 ]
 
 
