@@ -94,7 +94,7 @@ class AnthropicBackend:
         # A key given here, else read from `api_key_env` (in `environ`) at every request.
         self._key = ApiKey(api_key, api_key_env, environ)
         self._headers = {"anthropic-version": API_VERSION, **(headers or {})}
-        self._client = LazyClient(connect_timeout, read_timeout, transport)
+        self._client = LazyClient(connect_timeout, read_timeout, transport, base)
         self._images = ImageInput(images)  # False: notes in place of images
 
     @property

@@ -91,7 +91,7 @@ class OllamaBackend:
         self._num_ctx = num_ctx  # what is sent; settled by discovery
         self._trained: int | None = None
         self._discovered = False
-        self._client = LazyClient(connect_timeout, read_timeout, transport)
+        self._client = LazyClient(connect_timeout, read_timeout, transport, self.base_url)
         # Local Ollama needs no key; a hosted or proxied one may want a bearer token, read from
         # `api_key_env` at every request.
         self._key = ApiKey(None, api_key_env, environ)

@@ -79,7 +79,7 @@ class OpenAIBackend:
         # How long the server may think before the response starts (reading a long prompt).
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
         self._headers = dict(headers or {})
-        self._client = LazyClient(connect_timeout, read_timeout, transport)
+        self._client = LazyClient(connect_timeout, read_timeout, transport, self.base_url)
         self._streams_tools = True  # False once the server answered an empty stream with tools
         self._stream_options = True  # False once a strict server refused it
         self._images = ImageInput(images)  # False: notes in place of images

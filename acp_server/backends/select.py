@@ -237,7 +237,10 @@ async def probe_local(
         servers.insert(0, ("openai", env["OPENAI_BASE_URL"].rstrip("/"), "/models"))
     if env.get("OLLAMA_HOST"):
         servers.insert(0, ("ollama", ollama_url(env["OLLAMA_HOST"]), "/api/tags"))
-    async with httpx.AsyncClient(timeout=timeout) as client:
+    from acp_server.backends._http import tls_verify
+
+    verify = tls_verify(*(base for _, base, _ in servers))
+    async with httpx.AsyncClient(timeout=timeout, verify=verify) as client:
         for dialect, base, path in servers:
             try:
                 response = await client.get(base + path)

@@ -342,3 +342,18 @@ def test_an_error_frame_with_a_key_is_redacted() -> None:
     failure = error_from_payload({"error": {"message": "denied for x-api-key: sk-ant-12345678"}})
     assert failure is not None
     assert failure.message == "The model server reported an error: denied for x-api-key: [redacted]"
+
+
+def test_a_client_for_plain_http_servers_trusts_no_authority_rather_than_checking_nothing() -> None:
+    import ssl
+
+    from acp_server.backends._http import tls_verify
+
+    local = tls_verify("http://127.0.0.1:8080/v1", "HTTP://localhost:11434")
+    assert isinstance(local, ssl.SSLContext)
+    # Strict, with no authority: an https address it might be sent to fails verification.
+    assert local.verify_mode == ssl.CERT_REQUIRED and local.check_hostname
+    assert local.cert_store_stats()["x509_ca"] == 0
+    assert tls_verify("https://api.openai.com/v1") is True
+    assert tls_verify("http://127.0.0.1:8080/v1", "https://gateway.example/v1") is True
+    assert tls_verify() is True
