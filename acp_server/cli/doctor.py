@@ -32,7 +32,8 @@ EXIT_PROBLEM = 1
 
 def doctor(args: argparse.Namespace) -> int:
     header = f"acp-server {__version__} on Python {sys.version.split()[0]} ({sys.executable})"
-    print(fitted(sys.stdout, header), flush=True)  # at once: the servers may take seconds
+    sys.stdout.write(fitted(sys.stdout, header) + "\n")
+    sys.stdout.flush()  # at once: the servers may take seconds
     checks = asyncio.run(gather(args, os.environ))
     render(checks, sys.stdout)
     return EXIT_PROBLEM if any(check.status == "fail" for check in checks) else EXIT_OK

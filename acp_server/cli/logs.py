@@ -116,12 +116,11 @@ class LogFile(logging.Handler):
             self._file.emit(record)
         except OSError as exc:
             self._broken = True
-            print(
+            sys.stderr.write(
                 f"acp-server: cannot write the log file {self.path} ({exc.strerror or exc}); "
-                "logging is off. Choose another file with --log-file FILE.",
-                file=sys.stderr,
-                flush=True,
+                "logging is off. Choose another file with --log-file FILE.\n"
             )
+            sys.stderr.flush()
 
     def _open(self) -> RotatingFileHandler:
         from logging.handlers import RotatingFileHandler

@@ -110,10 +110,9 @@ def serve(args: argparse.Namespace) -> int:
         asyncio.run(_serve(wire_fd, args, settings))
     except Exception as exc:  # a fatal error: the one thing stderr always shows
         log.exception("the server stopped on an unexpected error")
-        print(
+        sys.stderr.write(
             f"acp-server stopped on an unexpected error: {redact(str(exc))}. "
-            f"The details are in the log file {plan.file}.",
-            file=sys.stderr,
+            f"The details are in the log file {plan.file}.\n"
         )
         return 1
     return 0
