@@ -298,22 +298,18 @@ class Sessions:
         return session
 
     def _mcp_servers(self, given: McpServers) -> list[ServerConfig]:
-        """The editor's MCP servers (checked: -32602 when one cannot be used) and the
-        configuration file's; the editor's wins on a name clash."""
-        if not given and not (self._models and self._models.mcp_servers):
+        """The editor's MCP servers and the configuration file's (`session_mcp.configured`)."""
+        from_file = self._models.mcp_servers if self._models else ()
+        if not given and not from_file:
             return []  # what nearly every session/new asks: nothing to import or check
-        from acp_server.tools import mcp_config
+        from acp_server.session_mcp import configured
 
-        editor = mcp_config.from_editor(given, acp_allowed=False)
-        return mcp_config.merged(editor, self._models.mcp_servers if self._models else ())
+        return configured(given, from_file)
 
     @staticmethod
     async def _end(session: Session | None) -> None:
-        """A live session goes: its turn is cancelled and its MCP servers end."""
         if session is not None:
-            session.cancel()
-            if session.mcp is not None:
-                await session.mcp.close()
+            await session.close()
 
     # ----- the models to choose from (acp_server.modelsource, acp_server.choices) ---------------
 

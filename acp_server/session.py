@@ -23,7 +23,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,35 +33,26 @@ from acp_server.config import Settings
 from acp_server.editor_api import EditorApi
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions
+from acp_server.session_commands import CommandServing, Emit, PromptOutcome
 from acp_server.session_mcp import McpServers
 from acp_server.session_models import ModelChoosing, SendUpdate
-from acp_server.session_text import CLEARED, INTERNAL_FAILURE, NOT_SAVED, system_prompt, title_for
+from acp_server.session_text import INTERNAL_FAILURE, NOT_SAVED, system_prompt, title_for
 from acp_server.store import SaveFailed, iso
 from acp_server.tools.mcp_config import ServerConfig
 from acp_server.transcript import NullRecorder, Recorder
 
 if TYPE_CHECKING:
-    from acp_server.agent import StopReason, ToolRunner, TurnFailure
+    from acp_server.agent import StopReason, ToolRunner
     from acp_server.agent_context import SessionContext, Spending, TurnContext
     from acp_server.choices import ModelChoice
     from acp_server.models import ModelEntry
 
+__all__ = ["PromptOutcome", "Session"]  # PromptOutcome: from session_commands
+
 log = logging.getLogger(__name__)
 
-Emit = Callable[[updates.Update], None]
 
-
-@dataclass(frozen=True)
-class PromptOutcome:
-    """How a prompt ended: its stop reason, the failure if the turn failed, and the message the
-    user was shown if its records could not be saved."""
-
-    stop: StopReason
-    failure: TurnFailure | None = None
-    not_saved: str | None = None
-
-
-class Session(ModelChoosing):
+class Session(ModelChoosing, CommandServing):
     """One conversation: created by the registry, prompted by the protocol."""
 
     def __init__(
@@ -209,6 +199,12 @@ class Session(ModelChoosing):
             outcome = PromptOutcome("cancelled") if turn.cancelled() else turn.result()
             return dataclasses.replace(outcome, not_saved=await self._end(outcome.stop))
 
+    async def close(self) -> None:
+        """The session goes: its turn is cancelled and its MCP servers end."""
+        self.cancel()
+        if self.mcp is not None:
+            await self.mcp.close()
+
     def cancel(self) -> None:
         """End the running turn and every prompt queued now (no-op when idle)."""
         self._epoch += 1
@@ -353,52 +349,3 @@ class Session(ModelChoosing):
         if start is not None:
             del self.history[start:]
             self._recorder.truncate(start)
-
-    # ----- slash commands (the session is their `CommandContext`) ---------------------------
-
-    async def _serve_command(self, invocation: Invocation) -> PromptOutcome:
-        from acp_server.agent import TurnFailure
-
-        emit, end = self._emitter()
-        self._command_emit = emit
-        try:
-            note = invocation.ignored_note()
-            if note is not None:
-                await self.say(note)
-            await invocation.run(self)
-        except asyncio.CancelledError:
-            return PromptOutcome("cancelled")
-        except Exception:
-            log.exception("/%s failed in session %s", invocation.command.name, self.id)
-            emit(updates.message_chunk("agent_message_chunk", INTERNAL_FAILURE, None))
-            return PromptOutcome("end_turn", TurnFailure("internal", INTERNAL_FAILURE))
-        finally:
-            end()
-            self._command_emit = None
-        return PromptOutcome("end_turn")
-
-    def _command_emitter(self) -> Emit:
-        if self._command_emit is None:
-            raise RuntimeError("a command context is used outside a command")
-        return self._command_emit
-
-    async def compact(self, focus: str) -> None:
-        """`/compact [focus]`: compact now, whatever the fit, and say how it went."""
-        emit = self._command_emitter()
-        context = await self._turn_context(self._backend, emit)
-        await context.session.settle(wait=True)  # compacted for the window the server tells
-        system = system_prompt(self.cwd, self.additional_dirs)
-        context.begin(system, context.session.tools(system, self._toolbox().specs()))
-        await self.say(await context.compact(self.history, focus, manual=True))
-
-    async def clear(self) -> None:
-        """`/clear`: an empty model context; the stored transcript keeps the conversation."""
-        self.history.clear()
-        self._recorder.history([])
-        if self._context is not None:
-            self._context.due = False
-        await self.say(CLEARED)
-
-    async def say(self, text: str) -> None:
-        chunk = updates.message_chunk("agent_message_chunk", text, f"msg_{uuid.uuid4().hex}")
-        self._command_emitter()(chunk)

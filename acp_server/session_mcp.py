@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from acp_server.tools.mcp_config import ServerConfig
+from acp_server.tools.mcp_config import ServerConfig, from_editor, merged
 
 if TYPE_CHECKING:
     from acp_server.tools.base import Tool
@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Report = Callable[[str], None]
+
+
+def configured(
+    given: Sequence[Mapping[str, Any]] | None, from_file: Sequence[ServerConfig]
+) -> list[ServerConfig]:
+    """The editor's MCP servers (checked: -32602 when one cannot be used) and the configuration
+    file's; the editor's wins on a name clash."""
+    return merged(from_editor(given, acp_allowed=False), from_file)
 
 
 class McpServers:

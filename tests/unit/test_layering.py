@@ -33,6 +33,7 @@ LAYERS: Layers = [
             "session_text",
             "session_config",
             "session_mcp",
+            "session_commands",
             "transcript",
             "store",
             "store_schema",
