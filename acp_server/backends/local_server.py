@@ -63,10 +63,16 @@ class LocalServer:
             "--verbose", "False",
         ]  # fmt: skip
 
+    @property
+    def running(self) -> bool:
+        """Started and answering (as far as we know: it has not exited)."""
+        return self._url is not None and self._proc is not None and self._proc.poll() is None
+
     async def url(self) -> str:
         """The OpenAI-compatible base URL (…/v1) of the running server, started if need be."""
         async with self._lock:
-            if self._url is not None and self._proc is not None and self._proc.poll() is None:
+            if self.running:
+                assert self._url is not None
                 return self._url
             self._url = None
             deadline = time.monotonic() + self.start_timeout

@@ -73,6 +73,8 @@ def test_the_readme_first_command_answers_offline_on_the_embedded_model(tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip(), f"no reply printed; stderr: {done.stderr}"
+    # The wait for the model to load is said, on stderr (a notice), never in the reply.
+    assert "Starting the model" in done.stderr and "Starting the model" not in done.stdout
     # It was the embedded model that answered (its server's log is in the data folder).
     assert (home / "data" / "acp-server" / "local-model.log").is_file()
 
