@@ -1,17 +1,14 @@
 """The sessions of one connection: the live ones, and the store that keeps them all.
 
-`protocol` maps ACP methods here and `lifecycle` restores stored sessions through it; what
-ACP's params look like is their business, this module takes paths and ids:
-
-- `new`: a session with a fresh id, saved at once (it can be loaded before its first prompt);
-- `restore`: a stored session made live again (load, resume, fork), an interrupted last turn
-  mended and, when asked, every update the editor saw replayed;
-- `close`: cancel and forget the live session (it stays stored); `delete`: gone from the store;
-- `fork`: a copy of a stored session under a new id; `list_stored`: newest first.
+`protocol` maps ACP methods here and `lifecycle` restores stored sessions through it; this
+module takes paths and ids. `answer_new`: a fresh id and state, the session built and saved
+right after the answer (`new` builds it at once); `restore`: a stored session live again
+(load, resume, fork), an interrupted last turn mended and, when asked, what the editor saw
+replayed; `close` (it stays stored), `delete`, `fork`, `list_stored` (newest first).
 
 Each session gets its collaborators here: a backend from the `backends` factory, an editor for
 its id, a recorder (a `NullRecorder` when the store cannot be opened: the session still works,
-unsaved) and its permissions. The store is opened at the first session that needs it.
+unsaved), its permissions and its MCP servers. The store is opened at the first session.
 """
 
 from __future__ import annotations
@@ -112,13 +109,8 @@ class Sessions:
         return session
 
     def new(self, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers) -> Session:
-        """A session with a fresh id, built now (its first work starts in the next pass of the
-        loop: nothing about a session may reach the editor before the answer that names it)."""
-        servers = self._mcp_servers(mcp_servers)
-        session_id, mode, choice = self._fresh()
-        session = self._build(session_id, cwd, extra, servers, mode, choice)
-        asyncio.get_running_loop().call_soon(self._after_new, session)
-        return session
+        """A session built now: `answer_new`, then its id looked up."""
+        return self.get(self.answer_new(cwd, extra, mcp_servers)[0])
 
     def answer_new(
         self, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers
@@ -345,7 +337,13 @@ class Sessions:
             return
         if self._models.problem is not None:
             session.tell(self._models.problem, "error")
-        self._models.start_discovery()
+        # After the warm-up: beside it, the look for local models (an HTTP client, a request
+        # per server) delayed a first prompt sent at once by ~20 ms.
+        task.add_done_callback(self._discover)
+
+    def _discover(self, _warm_up: asyncio.Task[None]) -> None:
+        if not self._closed and self._models is not None:
+            self._models.start_discovery()
 
     def _catalogue_grew(self, catalogue: Catalogue) -> None:
         """Discovery found more models: every live session offers them."""

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from acp_server.backends._http import tls_verify
 from acp_server.backends._ollama_wire import capabilities, planned_num_ctx, trained_length
 from acp_server.backends.ollama import DEFAULT_NUM_CTX
 from acp_server.backends.openai import window_from_models, window_from_props
@@ -74,7 +75,8 @@ async def discover(
         if _origin(base) not in known
     ]
     try:
-        async with httpx.AsyncClient(timeout=timeout, transport=transport) as client:
+        verify = tls_verify(*(p.base_url for p in [*servers, *made]))
+        async with httpx.AsyncClient(timeout=timeout, transport=transport, verify=verify) as client:
             found = await _gather([_models(client, p) for p in [*servers, *made]], timeout)
     except Exception as exc:  # discovery is best effort: never fail a session over it
         log.debug("model discovery failed: %s", exc)

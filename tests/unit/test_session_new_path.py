@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 # Runs in a fresh interpreter: the test process has imported everything already.
 PROBE = """
 import argparse, asyncio, json, sys
@@ -133,3 +135,38 @@ def test_the_session_new_answer_leaves_before_the_session_is_built(tmp_path: Pat
     frames = json.loads(done.stdout)
     assert frames[:2] == [[1, None, False], [2, None, False]]  # answered, nothing built yet
     assert [2, None, False] in frames and [None, "session/update", True] in frames[2:]
+
+
+async def test_local_models_are_looked_for_after_the_warm_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside the warm-up, the look for local models (an HTTP client, a request per local
+    server) delayed a first prompt sent at once by ~20 ms (benchmarks/first_prompt.py)."""
+    import argparse
+    import asyncio
+
+    from acp_server.cli.serve import model_source
+    from acp_server.config import Settings
+    from acp_server.protocol import AcpAgent
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("ACP_SERVER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("ACP_SERVER_DISCOVER", raising=False)
+
+    def running(name: str) -> list[asyncio.Task[object]]:
+        return [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == name]  # type: ignore[union-attr]
+
+    args = argparse.Namespace(model=["openai:mock-model"], config=None, script=None)
+    agent = AcpAgent(lambda: None, Settings(), lambda: model_source(args))  # type: ignore[arg-type,return-value]
+    await agent.initialize({"protocolVersion": 1})
+    await agent.new_session({"cwd": str(tmp_path), "mcpServers": []})
+    for _ in range(3):  # the answer leaves, the session is built, the warm-up starts
+        await asyncio.sleep(0)
+    warm_up = running("prepare_first_turn")
+    assert len(warm_up) == 1 and running("ModelSource.discover") == []
+    await warm_up[0]
+    await asyncio.sleep(0)
+    discovery = running("ModelSource.discover")
+    assert len(discovery) == 1
+    discovery[0].cancel()
+    agent.close()
