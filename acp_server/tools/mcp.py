@@ -69,13 +69,21 @@ class McpConnection:
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), timeout)
         except TimeoutError:
-            await self.close()
+            await self._give_up()
             raise McpUnavailable(
                 f"it did not finish starting within {timeout:g} s{self._last_words()}"
             ) from None
         except BaseException:
-            await self.close()
+            await self._give_up()
             raise
+
+    async def _give_up(self) -> None:
+        """Stop a start nobody waits for any more (timed out, or `connect` was cancelled): its
+        outcome is dropped, not left as a failure nobody reads."""
+        ready = self._ready
+        if ready is not None and not ready.cancel() and not ready.cancelled():
+            ready.exception()  # done already: read, so asyncio does not log it as lost
+        await self.close()
 
     async def _hold(self, ready: asyncio.Future[None]) -> None:
         """Connect, list the tools, then keep the connection open until `close`."""
