@@ -257,6 +257,7 @@ async def test_a_wrong_header_fails_only_that_server_and_stays_secret(
     assert (stop, stop2) == ("end_turn", "end_turn")
     text = said(first)
     assert text.count("'web'") == 1 and "not available" in text and text.endswith("Done."), text
+    assert "refused the connection (HTTP 401 Unauthorized)" in text and "headers" in text, text
     assert said(second) == "Again."  # told once
     await server.close_stdin()
     await server.wait()
