@@ -9,7 +9,8 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from acp_server import __version__
@@ -25,6 +26,7 @@ from acp_server.doctor.setup import read_setup
 
 if TYPE_CHECKING:
     from acp_server.models import ModelEntry
+    from acp_server.tools.mcp_config import ServerConfig
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -49,7 +51,7 @@ async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check
     else:
         setup = read_setup(getattr(args, "config", None), getattr(args, "model", None), env)
         remote, catalogue = await server_checks(setup, env)
-        checks = [*setup.checks, *remote]
+        checks = [*setup.checks, *remote, *await _mcp(setup.config.mcp_servers)]
         if getattr(args, "live", False):
             checks.append(await _live(checks, first_model(catalogue), env))
     checks += [store_check(), permissions_check(), _log(args, env), editor_command_check()]
@@ -66,6 +68,15 @@ async def _live(checks: list[Check], entry: ModelEntry | None, env: Mapping[str,
             f"Live test of {entry.value}: not tried", "Fix the problems above first, then again."
         )
     return await live_check(entry, env)
+
+
+async def _mcp(servers: Sequence[ServerConfig]) -> list[Check]:
+    """The configuration file's MCP servers, when it has any (`mcp` is loaded only then)."""
+    if not servers:
+        return []
+    from acp_server.doctor.mcp import mcp_checks
+
+    return await mcp_checks(servers, Path.cwd())
 
 
 def _log(args: argparse.Namespace, env: Mapping[str, str]) -> Check:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from acp_server.doctor.mcp import hint, probe
 from acp_server.errors import InvalidParams
 from acp_server.tools.mcp_config import ServerConfig, from_editor
 
@@ -61,36 +61,12 @@ async def _check_all(servers: list[ServerConfig], cwd: Path, out: TextIO) -> lis
 
 async def _check(server: ServerConfig, cwd: Path, out: TextIO) -> bool:
     """Connect to one server and list its tools; False when it cannot be used."""
-    # Imported here: the `mcp` package is needed only when a server is checked.
-    from acp_server.tools.mcp import McpConnection, McpUnavailable
-    from acp_server.tools.mcp_tools import kind_of, tools_of
-
-    reports: list[str] = []
     out.write(f"MCP server {server.name!r} ({server.describe()})\n")
-    connection = McpConnection(server, cwd, reports.append)
-    started = time.monotonic()
-    try:
-        await connection.connect()
-    except McpUnavailable as exc:
-        out.write(f"  not available: {exc}.\n  {_hint(server)}\n")
+    found = await probe(server, cwd)
+    if found.why is not None:
+        out.write(f"  not available: {found.why}.\n  {hint(server)}\n")
         return False
-    try:
-        seconds = time.monotonic() - started
-        tools = tools_of(connection, set())
-        out.write(f"  connected in {seconds:.1f} s; {len(tools)} tool(s):\n")
-        for tool, remote in zip(tools, connection.tools, strict=True):
-            kind = kind_of(remote.annotations)[0]
-            about = (remote.description or "").strip().splitlines()
-            out.write(f"    {tool.name}  [{kind}]  {about[0] if about else ''}\n".rstrip() + "\n")
-        return True
-    finally:
-        await connection.close()
-
-
-def _hint(server: ServerConfig) -> str:
-    if server.transport == "stdio":
-        return (
-            "Check that the command exists and runs by itself (editors pass an absolute path), "
-            "and read its last output quoted above, if any."
-        )
-    return "Check that the server is running at that address and that the headers are right."
+    out.write(f"  connected in {found.seconds:.1f} s; {len(found.tools)} tool(s):\n")
+    for tool in found.tools:
+        out.write(f"    {tool.name}  [{tool.kind}]  {tool.about}".rstrip() + "\n")
+    return True

@@ -17,7 +17,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp.types as types
@@ -29,6 +29,9 @@ from acp_server import __version__
 from acp_server.tools import mcp_stdio
 from acp_server.tools.base import ToolFailure
 from acp_server.tools.mcp_config import ServerConfig
+
+if TYPE_CHECKING:
+    import httpx2  # the `mcp` package's HTTP client, not one of our dependencies
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,7 @@ class McpConnection:
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
+        self._http_error: tuple[int, str] | None = None  # the last HTTP error status it answered
 
     @property
     def name(self) -> str:
@@ -64,18 +68,27 @@ class McpConnection:
         (saying why) when it cannot."""
         self._ready = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
+        self._http_error = None
         self._task = asyncio.create_task(self._hold(self._ready), name=f"mcp {self.name}")
         timeout = self.config.startup_timeout
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), timeout)
         except TimeoutError:
-            await self.close()
+            await self._give_up()
             raise McpUnavailable(
                 f"it did not finish starting within {timeout:g} s{self._last_words()}"
             ) from None
         except BaseException:
-            await self.close()
+            await self._give_up()
             raise
+
+    async def _give_up(self) -> None:
+        """Stop a start nobody waits for any more (timed out, or `connect` was cancelled): its
+        outcome is dropped, not left as a failure nobody reads."""
+        ready = self._ready
+        if ready is not None and not ready.cancel() and not ready.cancelled():
+            ready.exception()  # done already: read, so asyncio does not log it as lost
+        await self.close()
 
     async def _hold(self, ready: asyncio.Future[None]) -> None:
         """Connect, list the tools, then keep the connection open until `close`."""
@@ -105,8 +118,27 @@ class McpConnection:
         if self.config.transport == "sse":
             from mcp.client.sse import sse_client
 
-            return sse_client(self.config.url, headers=headers)
-        return _http(self.config.url, headers)
+            return sse_client(self.config.url, headers=headers, httpx_client_factory=self._client)
+        return _http(self.config.url, self._client(headers))
+
+    def _client(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        """The `mcp` package's HTTP client, noting the status of an HTTP error (see `_why`)."""
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        hooks = client.event_hooks
+        client.event_hooks = {**hooks, "response": [*hooks["response"], self._note_status]}
+        return client
+
+    async def _note_status(self, response: httpx2.Response) -> None:
+        # 405 is how a server says it offers no event stream for GET: not a failure.
+        if response.status_code >= 400 and response.status_code != 405:
+            self._http_error = (response.status_code, response.reason_phrase)
 
     @contextlib.asynccontextmanager
     async def _stdio(self) -> AsyncIterator[mcp_stdio.Streams]:
@@ -196,6 +228,8 @@ class McpConnection:
             return (
                 f"it exited with code {process.proc.returncode} while starting{self._last_words()}"
             )
+        if self._http_error is not None:
+            return _refused(self.config.url, *self._http_error)
         if self.config.transport != "stdio":
             return f"it could not be reached at {self.config.url} ({_short(inner)})"
         return f"it failed while starting ({_short(inner)}){self._last_words()}"
@@ -230,15 +264,21 @@ async def _all_tools(session: ClientSession) -> list[types.Tool]:
 
 
 @contextlib.asynccontextmanager
-async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+async def _http(url: str, client: httpx2.AsyncClient) -> AsyncIterator[Any]:
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with (
-        create_mcp_http_client(headers=headers) as client,
-        streamable_http_client(url, http_client=client) as streams,
-    ):
+    async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams
+
+
+def _refused(url: str, status: int, reason: str) -> str:
+    """Why a server that answered with an HTTP error cannot be used, for a person."""
+    if status in (401, 403):
+        return (
+            f"it refused the connection (HTTP {status} {reason}) at {url}: check the headers "
+            "given for it, such as an Authorization token that is missing, wrong or expired"
+        )
+    return f"it answered HTTP {status} {reason} at {url}, so it cannot be used there"
 
 
 def _innermost(exc: BaseException) -> BaseException:

@@ -6,7 +6,9 @@ Each asserts the lines and the exit code."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -229,3 +231,51 @@ async def test_a_server_that_wants_a_key_names_the_variable_to_set(
         "wants an API key (HTTP 401), and OPENAI_API_KEY is not set"
     )
     assert "Set OPENAI_API_KEY" in advice(lines, "✘ Provider openai")
+
+
+MCP_SERVER = Path(__file__).parent.parent / "support" / "mcp_server.py"
+
+
+async def test_the_configuration_files_mcp_servers_get_a_line_each(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f"[mcp_servers.docs]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(MCP_SERVER))}]\n\n"
+        '[mcp_servers.gone]\ncommand = "/nonexistent/docs-mcp"\nargs = ["--stdio"]\n',
+        encoding="utf-8",
+    )
+    async with running_mock_llm() as mock:
+        code, lines, err = await doctor(openai_env(clean_env, mock), "--config", str(config))
+    assert code == 1, "\n".join(lines)
+    docs = line(lines, f"✔ MCP server docs (stdio: {sys.executable} {MCP_SERVER})")
+    assert "connected in" in docs and docs.endswith(", 6 tools")
+    assert line(lines, "✘ MCP server gone (stdio: /nonexistent/docs-mcp --stdio): not available")
+    said = advice(lines, "✘ MCP server gone")
+    assert "'/nonexistent/docs-mcp' could not be started" in said, said
+    assert "acp-server doctor --mcp" in said
+    assert "Traceback" not in err
+
+
+async def test_no_mcp_servers_no_mcp_line_and_no_mcp_import(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('default_model = "openai:mock-model"\n', encoding="utf-8")
+    async with running_mock_llm() as mock:
+        env = openai_env(clean_env, mock)
+        proc = await asyncio.create_subprocess_exec(
+            *[sys.executable, "-X", "importtime", "-m", "acp_server", "doctor"],
+            *["--config", str(config)],
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    lines = out.decode("utf-8").splitlines()
+    assert line(lines, "✔ Configuration file:")  # it ran its checks
+    assert not [text for text in lines if "MCP" in text]
+    imported = [row.rsplit("|", 1)[-1].strip() for row in err.decode().splitlines()]
+    assert "acp_server.doctor.setup" in imported  # -X importtime did list the imports
+    assert not [name for name in imported if name == "mcp" or name.startswith("mcp.")]

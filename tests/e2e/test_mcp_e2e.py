@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import sys
@@ -166,14 +167,20 @@ async def test_failing_servers_are_isolated_reported_once_and_leave_no_process(
     assert children(agent) == []
 
 
+TOKEN = "s3cret-token-for-the-tests"  # the bearer the tests' HTTP MCP server requires
+WRONG = "wr0ng-token-nobody-may-see"
+
+
 @contextlib.asynccontextmanager
 async def http_server(transport: str) -> AsyncIterator[str]:
-    """The test MCP server over streamable HTTP or SSE on 127.0.0.1; yields its URL."""
+    """The test MCP server over streamable HTTP or SSE on 127.0.0.1, answering 401 to any
+    request without `Authorization: Bearer TOKEN`; yields its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(MCP_SERVER), "normal", f"--{transport}", str(port)
+        *[sys.executable, str(MCP_SERVER), "normal", f"--{transport}", str(port)],
+        *["--require", f"Authorization=Bearer {TOKEN}"],
     )
     try:
         for _ in range(200):
@@ -189,9 +196,17 @@ async def http_server(transport: str) -> AsyncIterator[str]:
         await proc.wait()
 
 
+def bearer(token: str, form: str) -> Any:
+    """The Authorization header as ACP's list of {name, value} or as an object (CodeCompanion)."""
+    if form == "object":
+        return {"Authorization": f"Bearer {token}"}
+    return [{"name": "Authorization", "value": f"Bearer {token}"}]
+
+
+@pytest.mark.parametrize("form", ["list", "object"])
 @pytest.mark.parametrize("transport", ["http", "sse"])
-async def test_http_and_sse_servers_with_headers_as_an_object(
-    server_factory: Start, script: Any, tmp_path: Path, transport: str
+async def test_http_and_sse_servers_get_their_headers(
+    server_factory: Start, script: Any, tmp_path: Path, transport: str, form: str
 ) -> None:
     rounds = [
         {
@@ -204,9 +219,8 @@ async def test_http_and_sse_servers_with_headers_as_an_object(
     editor = FakeEditor(fs=False, terminal=False)
     server = await server_factory("--script", str(script(rounds)))
     async with http_server(transport) as url:
-        # CodeCompanion sends env and headers as objects, not lists of {name, value}.
-        web = {"type": transport, "name": "web", "url": url, "headers": {"X-Test": "1"}}
-        local = {**stdio("local", "noisy"), "env": {"TEST_VALUE": "1"}}
+        web = {"type": transport, "name": "web", "url": url, "headers": bearer(TOKEN, form)}
+        local = {**stdio("local", "noisy"), "env": {"TEST_VALUE": "1"} if form == "object" else []}
         init = await server.request("initialize", {"protocolVersion": 1})
         assert init["result"]["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": True}
         editor.attach(server)
@@ -217,6 +231,48 @@ async def test_http_and_sse_servers_with_headers_as_an_object(
         stop, frames = await run_prompt(server, session)
     assert stop == "end_turn"
     assert said(frames) == "Done.", said(frames)
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_a_wrong_header_fails_only_that_server_and_stays_secret(
+    server_factory: Start,
+    script: Any,
+    tmp_path: Path,
+    transport: str,
+    default_log_file: Path,
+    private_data_dir: Path,
+) -> None:
+    rounds = [
+        {"expect": {"tools": ["mcp__local__echo"]}, **call("mcp__local__echo", text="x")},
+        {"expect": {"contains": ["echo: x"]}, "text": "Done."},
+        {"text": "Again."},
+    ]
+    editor = FakeEditor(fs=False, terminal=False)
+    server = await server_factory("--script", str(script(rounds)), "--log-level", "debug")
+    async with http_server(transport) as url:
+        web = {"type": transport, "name": "web", "url": url, "headers": bearer(WRONG, "list")}
+        session = await open_with(server, editor, tmp_path, [web, stdio("local")])
+        stop, first = await run_prompt(server, session)
+        stop2, second = await run_prompt(server, session)
+    assert (stop, stop2) == ("end_turn", "end_turn")
+    text = said(first)
+    assert text.count("'web'") == 1 and "not available" in text and text.endswith("Done."), text
+    assert "refused the connection (HTTP 401 Unauthorized)" in text and "headers" in text, text
+    assert said(second) == "Again."  # told once
+    await server.close_stdin()
+    await server.wait()
+    places = {
+        "frames": json.dumps(server.seen),
+        "stderr": await server.stderr_text(),
+        "log": default_log_file.read_text("utf-8"),
+        **{
+            str(path): path.read_bytes().decode("utf-8", "replace")
+            for path in private_data_dir.rglob("*")
+            if path.is_file()
+        },
+    }
+    assert "web" in places["log"]  # the failure was logged, without the header's value
+    assert [where for where, content in places.items() if WRONG in content] == []
 
 
 async def test_an_mcp_over_acp_server_is_refused_clearly(

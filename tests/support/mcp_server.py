@@ -1,7 +1,9 @@
 """An MCP server for the tests, written with the `mcp` package (server side).
 
-Run as a script (`python tests/support/mcp_server.py BEHAVIOUR [--http PORT | --sse PORT]`):
-stdio by default, or streamable HTTP / SSE on 127.0.0.1. BEHAVIOUR chooses how it misbehaves:
+Run as a script (`python tests/support/mcp_server.py BEHAVIOUR [--http PORT | --sse PORT]
+[--require NAME=VALUE]`): stdio by default, or streamable HTTP / SSE on 127.0.0.1; with
+`--require`, every HTTP request without that header and value is answered 401 (a server that
+wants an `Authorization` bearer, say). BEHAVIOUR chooses how it misbehaves:
 
 - `normal`: serves its tools;
 - `exit`: exits at once (before answering `initialize`);
@@ -19,6 +21,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.utilities.types import Image
@@ -83,20 +87,41 @@ def main(argv: list[str]) -> None:
         print("noisy stderr: starting", file=sys.stderr, flush=True)
         print("noisy stdout: not JSON-RPC", flush=True)
     server = build(behaviour)
+    required = argv[argv.index("--require") + 1] if "--require" in argv else None
     if "--http" in argv:
         port = int(argv[argv.index("--http") + 1])
-        _serve_app(server.streamable_http_app(), port)
+        _serve_app(server.streamable_http_app(), port, required)
     elif "--sse" in argv:
         port = int(argv[argv.index("--sse") + 1])
-        _serve_app(server.sse_app(), port)
+        _serve_app(server.sse_app(), port, required)
     else:
         server.run("stdio")
 
 
-def _serve_app(app: object, port: int) -> None:
+ASGI = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+
+
+def requiring(app: ASGI, required: str) -> ASGI:
+    """`app` behind a check of one header (`NAME=VALUE`): 401 without it, or with another value."""
+    name, _, value = required.partition("=")
+    wanted = (name.strip().lower().encode(), value.encode())
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = {(bytes(k).lower(), bytes(v)) for k, v in scope.get("headers", [])}
+        if scope["type"] == "http" and wanted not in headers:
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _serve_app(app: Any, port: int, required: str | None) -> None:
     import uvicorn
 
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
+    served = requiring(app, required) if required else app
+    uvicorn.run(served, host="127.0.0.1", port=port, log_level="warning")
 
 
 if __name__ == "__main__":

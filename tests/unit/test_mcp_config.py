@@ -107,3 +107,21 @@ def test_a_server_without_command_or_url_is_reported_with_its_line(tmp_path: Pat
     with pytest.raises(ConfigError) as caught:
         load_config(path, {})
     assert "mcp_servers.broken" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Authorization": ["Bearer s3cret-token-value"]},
+        [{"name": "Authorization", "value": {"token": "s3cret-token-value"}}],
+        [{"name": "Authorization", "value": "Bearer s3cret-token-value"}, "s3cret-token-value"],
+    ],
+)
+def test_unusable_headers_are_refused_without_repeating_their_values(headers: Any) -> None:
+    entry = {"type": "http", "name": "web", "url": "http://127.0.0.1:1/mcp", "headers": headers}
+    with pytest.raises(InvalidParams) as refused:
+        from_editor([entry], acp_allowed=False)
+    message = str(refused.value)
+    assert "`mcpServers[0].headers` must be a list of {name, value}" in message, message
+    assert "or an object of names to" in message
+    assert "s3cret" not in message and "schemas" not in message

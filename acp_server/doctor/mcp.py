@@ -1,0 +1,90 @@
+"""MCP servers, connected the way a session connects them: `probe` starts one, lists its tools
+(the names the model would see) and ends it. `acp-server doctor --mcp JSON` reports that in
+detail (`cli.doctor_mcp`); plain `acp-server doctor` gives one line per server of the
+configuration file (`mcp_checks`).
+
+No `mcp` import at module level: `probe` loads it only when there is a server to check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acp_server.doctor import Check, fail, ok
+from acp_server.tools.mcp_config import ServerConfig
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One tool as the model would see it."""
+
+    name: str
+    kind: str
+    about: str  # the first line of its description
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What came of connecting to one server: its tools, or why it cannot be used."""
+
+    server: ServerConfig
+    seconds: float = 0.0
+    tools: list[Listed] = field(default_factory=list)
+    why: str | None = None
+
+
+async def probe(server: ServerConfig, cwd: Path) -> Probe:
+    """Connect to `server` within its start-up timeout, list its tools, disconnect."""
+    from acp_server.tools.mcp import McpConnection, McpUnavailable
+    from acp_server.tools.mcp_tools import kind_of, tools_of
+
+    connection = McpConnection(server, cwd, lambda _: None)
+    started = time.monotonic()
+    try:
+        await connection.connect()
+    except McpUnavailable as exc:
+        return Probe(server, why=str(exc))
+    try:
+        listed = []
+        for tool, remote in zip(tools_of(connection, set()), connection.tools, strict=True):
+            about = (remote.description or "").strip().splitlines()
+            listed.append(
+                Listed(tool.name, kind_of(remote.annotations)[0], about[0] if about else "")
+            )
+        return Probe(server, time.monotonic() - started, listed)
+    finally:
+        await connection.close()
+
+
+def hint(server: ServerConfig) -> str:
+    """What to look at when `server` cannot be used."""
+    if server.transport == "stdio":
+        return (
+            "Check that the command exists and runs by itself (editors pass an absolute path), "
+            "and read its last output quoted above, if any."
+        )
+    return "Check that the server is running at that address and that the headers are right."
+
+
+async def mcp_checks(servers: Sequence[ServerConfig], cwd: Path) -> list[Check]:
+    """One line per server of the configuration file: connected with N tools, or why not."""
+    probes = await asyncio.gather(*(probe(server, cwd) for server in servers))
+    return [_check(found) for found in probes]
+
+
+def _check(found: Probe) -> Check:
+    server = found.server
+    title = f"MCP server {server.name} ({server.describe()})"
+    if found.why is not None:
+        return fail(
+            f"{title}: not available, its tools would be missing from every session",
+            f"{found.why}.\n{hint(server)}\n`acp-server doctor --mcp` checks a server by itself.",
+        )
+    count = len(found.tools)
+    return ok(
+        f"{title}: connected in {found.seconds:.1f} s, {count} tool{'' if count == 1 else 's'}"
+    )
