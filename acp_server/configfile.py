@@ -32,7 +32,7 @@ from acp_server.backends.providers import Price as Price
 from acp_server.backends.providers import Provider as Provider
 from acp_server.backends.providers import builtin_providers as builtin_providers
 from acp_server.tomllines import KeyPath, key_lines, line_of
-from acp_server.tools.mcp_config import ServerConfig, from_file
+from acp_server.tools.mcp_config import ServerConfig, from_file, remembered
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError
@@ -297,9 +297,7 @@ def _build(
             origin="built in, changed by the file" if base else "the file",
         )
     _remember_secrets(providers.values())
-    mcp_servers = tuple(from_file(data.get("mcp_servers", {})))
-    for server in mcp_servers:
-        redaction.remember_headers(server.headers)
+    mcp_servers = tuple(remembered(server) for server in from_file(data.get("mcp_servers", {})))
     keys = tuple(sorted(data.get("keys", {}).items()))
     for variable, key in keys:
         redaction.remember_variable(variable)

@@ -57,6 +57,13 @@ def remember_headers(headers: Iterable[tuple[str, str]]) -> None:
             _remember(token.strip() or scheme)
 
 
+def remember_environment(env: Iterable[tuple[str, str]]) -> None:
+    """Remember the values of variables named like a key or a token (an MCP server's `env`)."""
+    for name, value in env:
+        if any(word in name.lower() for word in SECRET_HEADER_WORDS):
+            _remember(value.strip())
+
+
 def remember_secret(value: str) -> None:
     """`value` is a key (one stored in the configuration file, say): hide it everywhere."""
     _remember(value)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from acp_server import schemas
+from acp_server import redaction, schemas
 from acp_server.errors import InvalidParams
 
 log = logging.getLogger(__name__)
@@ -101,8 +101,15 @@ def from_editor(
                 "http and sse MCP servers.",
                 {"field": f"{where}.type"},
             )
-        servers.append(_server(entry, _transport(kind), where))
+        servers.append(remembered(_server(entry, _transport(kind), where)))
     return servers
+
+
+def remembered(server: ServerConfig) -> ServerConfig:
+    """`server`, its tokens (headers, env variables named like keys) now hidden everywhere."""
+    redaction.remember_headers(server.headers)
+    redaction.remember_environment(server.env)
+    return server
 
 
 def seconds_from_env(name: str, default: float) -> float:

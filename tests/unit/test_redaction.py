@@ -80,3 +80,23 @@ def test_a_variable_a_backend_names_counts_as_a_key_variable(
     redaction.remember_variable(name)
     assert name in redaction.key_variables()
     assert name not in command_environment({name: "anything", "PATH": "/bin"})
+
+
+def test_an_editors_mcp_server_tokens_are_hidden_everywhere() -> None:
+    from acp_server.tools.mcp_config import from_editor
+
+    token, key = f"tok-{uuid.uuid4().hex}", f"key-{uuid.uuid4().hex}"
+    from_editor(
+        [
+            {
+                "name": "tracker",
+                "type": "http",
+                "url": "http://127.0.0.1:9/mcp",
+                "headers": {"Authorization": f"Bearer {token}"},
+            },
+            {"name": "docs", "command": "docs-mcp", "args": [], "env": {"DOCS_API_KEY": key}},
+        ],
+        acp_allowed=False,
+    )
+    shown = redact(f"connect failed: {token} / {key}")
+    assert token not in shown and key not in shown
