@@ -9,11 +9,11 @@ leftover MCP processes after the editor closes are a common complaint about othe
 from __future__ import annotations
 
 import atexit
-import contextlib
 import logging
-import os
 import signal
 import time
+
+from acp_server.tools.procgroup import group_alive, signal_group
 
 log = logging.getLogger(__name__)
 
@@ -41,26 +41,13 @@ def end_all() -> None:
         return
     log.info("ending %d MCP server process group(s)", len(groups))
     for pgid in groups:
-        _signal(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + END_GRACE
-    while time.monotonic() < deadline and any(_alive(g) for g in groups):
+    while time.monotonic() < deadline and any(group_alive(g) for g in groups):
         time.sleep(0.02)
     for pgid in groups:
-        _signal(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         _running.discard(pgid)
-
-
-def _signal(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
 
 
 atexit.register(end_all)  # also when the agent fails on its way out

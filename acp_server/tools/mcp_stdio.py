@@ -24,7 +24,7 @@ from mcp.shared.message import SessionMessage
 
 from acp_server.tools import mcp_procs
 from acp_server.tools.mcp_config import ServerConfig
-from acp_server.tools.procgroup import _stop_group
+from acp_server.tools.procgroup import stop_group
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ async def stop(process: StdioProcess) -> None:
             proc.stdin.close()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(proc.wait(), STDIN_GRACE)
-    await _stop_group(proc.pid)
+    await stop_group(proc.pid)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
     await proc.wait()

@@ -48,7 +48,7 @@ async def run_in_group(
     try:
         timed_out = await _supervise(proc, tail, timeout)
     except BaseException:
-        _signal_group(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
         await settle(_reap(proc), "reaping the command")
         raise
     finally:
@@ -139,7 +139,7 @@ async def _stop_late_start(spawn: asyncio.Future[asyncio.subprocess.Process]) ->
         proc = await spawn
     except OSError:
         return  # it never started
-    _signal_group(proc.pid, signal.SIGKILL)
+    signal_group(proc.pid, signal.SIGKILL)
     await _reap(proc)
 
 
@@ -150,20 +150,20 @@ async def _supervise(proc: asyncio.subprocess.Process, tail: _Tail, timeout: flo
         timed_out = False
     except TimeoutError:
         timed_out = True
-    await _stop_group(proc.pid)
+    await stop_group(proc.pid)
     await proc.wait()
     # A process that left the group (setsid) may hold the pipe open: do not wait for it.
     await asyncio.wait({tail.closed}, timeout=EOF_GRACE)
     return timed_out
 
 
-async def _stop_group(pgid: int) -> None:
+async def stop_group(pgid: int) -> None:
     """SIGTERM the process group; SIGKILL it if anything survives TERM_GRACE."""
-    if not _group_alive(pgid):
+    if not group_alive(pgid):
         return
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     if not await _until_gone(pgid, TERM_GRACE):
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         await _until_gone(pgid, TERM_GRACE)
 
 
@@ -177,19 +177,19 @@ async def _until_gone(pgid: int, seconds: float) -> bool:
     """Wait (at most `seconds`) until no process of the group runs; False if one still does."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    while _group_alive(pgid):
+    while group_alive(pgid):
         if loop.time() >= deadline:
             return False
         await asyncio.sleep(POLL_SECONDS)
     return True
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     """Whether a process of the group still runs. Zombies do not count: in a container whose
     init never reaps, orphans of the group stay zombies and would make every stop wait out the
     whole grace period."""
