@@ -35,7 +35,7 @@ from acp_server import redaction
 from acp_server.backends import Backend
 from acp_server.backends.local import INSTALL
 from acp_server.backends.providers import HOSTED as HOSTED
-from acp_server.backends.providers import Provider, builtin_providers
+from acp_server.backends.providers import Hosted, Provider, builtin_providers
 from acp_server.backends.providers import ollama_url as ollama_url
 
 if TYPE_CHECKING:
@@ -204,14 +204,23 @@ def _local(model: str, env: Mapping[str, str]) -> Backend:
     return local.LocalBackend(local.model_file(model), env, http_options(env))
 
 
-def hosted_with_key(env: Mapping[str, str]) -> Backend | None:
-    """The default model of the first hosted API whose key is set (its own address, not one
-    that OPENAI_BASE_URL/ANTHROPIC_BASE_URL points elsewhere: those servers are probed)."""
+def hosted_default(env: Mapping[str, str]) -> tuple[str, Hosted] | None:
+    """The first hosted API whose key is set (at its own address, not one that
+    OPENAI_BASE_URL/ANTHROPIC_BASE_URL points elsewhere: those servers are probed)."""
     for name, hosted in HOSTED.items():
         if env.get(hosted.key_env) and not env.get(hosted.base_env):
-            log.info("using %s:%s: %s is set", name, hosted.default_model, hosted.key_env)
-            return build(ModelSpec(name, hosted.default_model), env)
+            return name, hosted
     return None
+
+
+def hosted_with_key(env: Mapping[str, str]) -> Backend | None:
+    """The default model of `hosted_default`'s API, when there is one."""
+    found = hosted_default(env)
+    if found is None:
+        return None
+    name, hosted = found
+    log.info("using %s:%s: %s is set", name, hosted.default_model, hosted.key_env)
+    return build(ModelSpec(name, hosted.default_model), env)
 
 
 def embedded(env: Mapping[str, str]) -> Backend | None:

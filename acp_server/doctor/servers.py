@@ -105,13 +105,16 @@ def starting_model(catalogue: Catalogue, env: Mapping[str, str]) -> Check:
 def _unnamed_default(env: Mapping[str, str]) -> Check | None:
     """What a session uses when no model is named and no local server answered, as the server
     chooses it (backends/select.py): a hosted API whose key is set, else the embedded model."""
-    for name, hosted in HOSTED.items():
-        if env.get(hosted.key_env) and not env.get(hosted.base_env):
-            return ok(
-                f"Model: none is named; new sessions start with {name}:{hosted.default_model} "
-                f"({hosted.key_env} is set)"
-            )
     from acp_server.backends import local
+    from acp_server.backends.select import hosted_default
+
+    found = hosted_default(env)
+    if found is not None:
+        name, hosted = found
+        return ok(
+            f"Model: none is named; new sessions start with {name}:{hosted.default_model} "
+            f"({hosted.key_env} is set)"
+        )
 
     if not local.embedded_allowed(env) or local.missing("") is not None:
         return None
