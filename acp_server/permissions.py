@@ -31,11 +31,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from acp_server.config import data_dir
 from acp_server.modes import MODE_IDS as MODE_IDS
 from acp_server.modes import MODES as MODES
 from acp_server.modes import Mode as Mode
 from acp_server.modes import is_mode as is_mode
+from acp_server.settings import data_dir
 
 Verdict = Literal["allow", "ask", "deny"]
 # What a call does, for the rules: reads run inside the roots, edits and commands depend on

@@ -34,8 +34,8 @@ from typing import Any
 from common import emit
 
 from acp_server.messages import Message, TextPart, ToolCall, text_message
-from acp_server.store import SessionRow, Store
-from acp_server.transcript import Recorder, restore
+from acp_server.store.database import SessionRow, Store
+from acp_server.store.transcript import Recorder, restore
 
 TARGET_SECONDS = 0.5
 UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'

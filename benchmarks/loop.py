@@ -23,12 +23,12 @@ from typing import Any
 from common import emit
 
 from acp_server.backends.scripted import ScriptedBackend
-from acp_server.config import Settings
 from acp_server.editor_api import NoEditor
 from acp_server.messages import Event, Message, ModelRequest, TextPart
 from acp_server.permissions import Permissions, RuleStore
-from acp_server.session import Session
-from acp_server.transcript import NullRecorder
+from acp_server.session.session import Session
+from acp_server.settings import Settings
+from acp_server.store.transcript import NullRecorder
 
 
 class TimedBackend:

@@ -105,7 +105,7 @@ class LocalBackend:
 
     def __init__(self, gguf: Path, env: Mapping[str, str], http: Mapping[str, Any]) -> None:
         from acp_server.backends.local_server import shared
-        from acp_server.config import data_dir
+        from acp_server.settings import data_dir
 
         self._http = dict(http)  # retry and timeout settings (select.http_options)
         self._server = shared(gguf, n_ctx(env), data_dir() / "local-model.log")

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from acp_server import __version__
-from acp_server.config import context_window_flag
+from acp_server.settings import context_window_flag
 
 DESCRIPTION = """\
 A coding agent that editors launch as a subprocess and talk to over the Agent Client Protocol

@@ -25,7 +25,7 @@ from acp_server.doctor.local import (
 from acp_server.doctor.setup import read_setup
 
 if TYPE_CHECKING:
-    from acp_server.models import ModelEntry
+    from acp_server.models.catalogue import ModelEntry
     from acp_server.tools.mcp_config import ServerConfig
 
 EXIT_OK = 0

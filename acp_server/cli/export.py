@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from acp_server.markdown import fence, inline_code
-from acp_server.store import Event, SessionRow, Store, iso
-from acp_server.transcript import restore
+from acp_server.store.database import Event, SessionRow, Store, iso
+from acp_server.store.transcript import restore
 
 
 def render_markdown(row: SessionRow, store: Store) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def login(args: argparse.Namespace) -> int:
-    from acp_server.configkeys import KeyFileError, store_key
+    from acp_server.config.keys import KeyFileError, store_key
 
     path = _config_file(args)
     variable = args.variable or _default_variable(args, path)
@@ -46,7 +46,7 @@ def login(args: argparse.Namespace) -> int:
 
 
 def logout(args: argparse.Namespace) -> int:
-    from acp_server.configkeys import KeyFileError, remove_keys
+    from acp_server.config.keys import KeyFileError, remove_keys
 
     path = _config_file(args)
     try:
@@ -62,15 +62,15 @@ def logout(args: argparse.Namespace) -> int:
 
 
 def _config_file(args: argparse.Namespace) -> Path:
-    from acp_server.configfile import config_path
+    from acp_server.config.file import config_path
 
     return config_path(getattr(args, "config", None), os.environ)[0]
 
 
 def _default_variable(args: argparse.Namespace, path: Path) -> str | None:
     """The key variable of the default model (None: it needs none, or there is no default)."""
-    from acp_server.models import model_values
-    from acp_server.modelsource import ModelSource
+    from acp_server.models.catalogue import model_values
+    from acp_server.models.source import ModelSource
 
     source = ModelSource(model_values(getattr(args, "model", None), os.environ), os.environ, path)
     if source.problem is not None:

@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from acp_server.config import log_path
 from acp_server.redaction import RedactingFormatter
+from acp_server.settings import log_path
 
 if TYPE_CHECKING:
     from logging.handlers import RotatingFileHandler

@@ -28,7 +28,7 @@ from acp_server.cli.run_permission import Permissions, choose_policy
 from acp_server.cli.run_printer import DIM, Printer, is_terminal
 from acp_server.cli.run_session import UnknownSession, initialize, open_session, prompt
 from acp_server.errors import ConnectionClosed, RemoteError
-from acp_server.jsonrpc import Connection
+from acp_server.wire.jsonrpc import Connection
 
 EXIT_ANSWERED = 0  # the turn ended normally (stop reason end_turn)
 EXIT_FAILED = 1  # the turn failed (model or agent), or the server did
@@ -69,8 +69,13 @@ def model_problem(args: argparse.Namespace) -> str | None:
     """Why the models named cannot be used, checked as `serve` checks them: against the
     built-in providers and those of the configuration file (`--config`, ACP_SERVER_CONFIG, or
     the usual place), which must itself be readable."""
-    from acp_server.configfile import ConfigError, config_path, load_config
-    from acp_server.models import MODEL_ENV, ModelChoiceError, build_catalogue, model_values
+    from acp_server.config.file import ConfigError, config_path, load_config
+    from acp_server.models.catalogue import (
+        MODEL_ENV,
+        ModelChoiceError,
+        build_catalogue,
+        model_values,
+    )
 
     given = getattr(args, "model", None)
     path, named = config_path(getattr(args, "config", None), os.environ)

@@ -15,7 +15,7 @@ import sys
 from typing import Any, Literal
 
 from acp_server.cli.run_printer import Printer
-from acp_server.jsonrpc import Params
+from acp_server.wire.jsonrpc import Params
 
 Policy = Literal["yes", "ask", "refuse"]
 Outcome = dict[str, Any]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from acp_server.cli.export import unified_diff
-from acp_server.jsonrpc import Params
+from acp_server.wire.jsonrpc import Params
 
 DIM, RED, GREEN, CYAN = "2", "31", "32", "36"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server.errors import RemoteError
-from acp_server.jsonrpc import Connection
+from acp_server.wire.jsonrpc import Connection
 
 RESOURCE_NOT_FOUND = -32002
 

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING
 
 from acp_server import __version__
 from acp_server.cli.logs import LogSetupError, configure_logging, log_plan
-from acp_server.config import Settings, SettingsError
-from acp_server.jsonrpc import DEFAULT_MAX_LINE, Connection
-from acp_server.protocol import AcpAgent
+from acp_server.protocol.handlers import AcpAgent
 from acp_server.redaction import redact
-from acp_server.stdio import claim_stdout, open_sink, open_source
+from acp_server.settings import Settings, SettingsError
+from acp_server.wire.jsonrpc import DEFAULT_MAX_LINE, Connection
+from acp_server.wire.stdio import claim_stdout, open_sink, open_source
 
 if TYPE_CHECKING:
     from acp_server.backends import Backend
-    from acp_server.modelsource import ModelSource
+    from acp_server.models.source import ModelSource
 
 log = logging.getLogger("acp_server")
 
@@ -56,7 +56,7 @@ def choose_backend(args: argparse.Namespace) -> Backend:
 
         return ScriptedBackend(Path(script).expanduser().resolve())
     from acp_server.backends.select import AutoBackend
-    from acp_server.configfile import ConfigError, config_path, load_config
+    from acp_server.config.file import ConfigError, config_path, load_config
 
     try:  # a key stored by `acp-server login` counts as set
         config = load_config(config_path(getattr(args, "config", None), os.environ)[0])
@@ -71,9 +71,9 @@ def model_source(args: argparse.Namespace) -> ModelSource | None:
     Made at the first session: reading the file is not needed for `initialize`."""
     if _script(args):
         return None
-    from acp_server.configfile import config_path
-    from acp_server.models import model_values
-    from acp_server.modelsource import ModelSource
+    from acp_server.config.file import config_path
+    from acp_server.models.catalogue import model_values
+    from acp_server.models.source import ModelSource
 
     path, named = config_path(getattr(args, "config", None), os.environ)
     values = model_values(getattr(args, "model", None), os.environ)

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TextIO
 
 from acp_server.cli.export import local_time, render_json, render_markdown
-from acp_server.config import store_path
-from acp_server.store import SessionRow, Store
+from acp_server.settings import store_path
+from acp_server.store.database import SessionRow, Store
 
 DEFAULT_LIMIT = 50
 PROG = "acp-server sessions"

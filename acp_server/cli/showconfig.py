@@ -11,9 +11,9 @@ import argparse
 import os
 import sys
 
-from acp_server.configfile import ConfigError, config_path, load_config
-from acp_server.configshow import render_effective
-from acp_server.models import ModelChoiceError, build_catalogue, model_values
+from acp_server.config.file import ConfigError, config_path, load_config
+from acp_server.config.show import render_effective
+from acp_server.models.catalogue import ModelChoiceError, build_catalogue, model_values
 
 EXIT_BROKEN = 1
 

@@ -17,7 +17,7 @@ from acp_server.messages import (
     ToolSpec,
     text_message,
 )
-from acp_server.models import ModelEntry
+from acp_server.models.catalogue import ModelEntry
 
 LIVE_TIMEOUT = 60.0  # a small local model may load first
 WEATHER = ToolSpec(

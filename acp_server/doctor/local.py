@@ -10,8 +10,8 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
-from acp_server.config import data_dir, store_path
 from acp_server.doctor import Check, fail, ok, warn
+from acp_server.settings import data_dir, store_path
 
 DATA_ADVICE = "Make it writable, or set ACP_SERVER_DATA_DIR to a folder that is."
 

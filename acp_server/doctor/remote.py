@@ -16,7 +16,7 @@ from acp_server.backends.discover import ollama_model
 from acp_server.backends.providers import HOSTED, Provider
 from acp_server.backends.select import from_provider, missing_provider_key
 from acp_server.doctor import Check, fail, ok, warn
-from acp_server.models import ModelEntry
+from acp_server.models.catalogue import ModelEntry
 from acp_server.redaction import redact
 
 TIMEOUT = 3.0  # seconds for each request

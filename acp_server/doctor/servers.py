@@ -21,7 +21,7 @@ from acp_server.backends.providers import HOSTED, Provider
 from acp_server.doctor import Check, fail, ok
 from acp_server.doctor.remote import provider_checks
 from acp_server.doctor.setup import Setup
-from acp_server.models import Catalogue, ModelEntry
+from acp_server.models.catalogue import Catalogue, ModelEntry
 
 NO_MODEL_ADVICE = (
     "Run a model on this machine: install Ollama (https://ollama.com) and `ollama pull "

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from acp_server.configfile import Config, ConfigError, config_path, load_config
+from acp_server.config.file import Config, ConfigError, config_path, load_config
 from acp_server.doctor import Check, fail, ok
-from acp_server.models import Catalogue, ModelChoiceError, build_catalogue, model_values
+from acp_server.models.catalogue import Catalogue, ModelChoiceError, build_catalogue, model_values
 
 
 @dataclass(frozen=True)

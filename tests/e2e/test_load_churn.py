@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from acp_server.backends.scripted import ScriptedBackend
-from acp_server.protocol import AcpAgent
+from acp_server.protocol.handlers import AcpAgent
 from tests.support.fake_editor import FakeEditor, InProcessPeer
 from tests.support.load import ProcessUsage, alive, started_pids
 from tests.support.mock_llm import MockLLM

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from acp_server.store import Store
+from acp_server.store.database import Store
 from tests.support.raw import Frame, RawServer
 
 Start = Callable[..., Any]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from acp_server.store import SessionRow, Store
+from acp_server.store.database import SessionRow, Store
 from tests.support.raw import Frame, RawServer
 
 Start = Callable[..., Any]

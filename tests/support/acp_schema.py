@@ -46,7 +46,7 @@ _INT_RANGES = {
 
 def _as_read(req_id: Any) -> Any:
     """A request id as the agent reads it: lone surrogates become U+FFFD at its wire
-    (acp_server/jsonline.py), so a request with id "\\ud800" is answered as "\\ufffd"."""
+    (acp_server/wire/jsonline.py), so a request with id "\\ud800" is answered as "\\ufffd"."""
     return re.sub("[\ud800-\udfff]", "\ufffd", req_id) if isinstance(req_id, str) else req_id
 
 

@@ -12,7 +12,7 @@ from acp_server.backends.deferred import Deferred
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.backends.unconfigured import UnconfiguredBackend
 from acp_server.messages import Event, Finish, ModelRequest
-from acp_server.modelsource import ModelSource
+from acp_server.models.source import ModelSource
 
 
 async def test_the_backend_is_built_once_at_its_first_use() -> None:
@@ -35,7 +35,7 @@ def test_a_model_source_defers_the_http_stack_until_a_request() -> None:
     # In a fresh interpreter: whether httpx is loaded depends on everything imported before.
     code = (
         "import sys\n"
-        "from acp_server.modelsource import ModelSource\n"
+        "from acp_server.models.source import ModelSource\n"
         "env = {'OPENAI_BASE_URL': 'http://127.0.0.1:9/v1'}\n"
         "source = ModelSource(['openai:m'], env)\n"
         "entry = source.catalogue().entries[0]\n"
@@ -55,12 +55,13 @@ def test_a_model_without_its_key_says_so_at_once() -> None:
 
 
 def test_prepared_ahead_the_backend_and_its_http_client_are_made_without_a_request() -> None:
-    # What the warm-up after session/new does (acp_server/warmup.py): a fresh interpreter, so
-    # that the first client's TLS set-up (~15-30 ms) is really done here and not later.
+    # What the warm-up after session/new does (acp_server/session/warmup.py): a fresh
+    # interpreter, so that the first client's TLS set-up (~15-30 ms) is really done here and not
+    # later.
     code = (
         "import sys\n"
         "from acp_server.backends import Preparable\n"
-        "from acp_server.modelsource import ModelSource\n"
+        "from acp_server.models.source import ModelSource\n"
         "env = {'OPENAI_BASE_URL': 'http://127.0.0.1:9/v1'}\n"
         "source = ModelSource(['openai:m'], env)\n"
         "backend = source.backend(source.catalogue().entries[0])\n"

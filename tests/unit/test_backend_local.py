@@ -12,7 +12,7 @@ from acp_server.backends import local, local_server, select
 from acp_server.backends.providers import builtin_providers
 from acp_server.backends.unconfigured import UnconfiguredBackend
 from acp_server.cli.serve import choose_backend
-from acp_server.configkeys import store_key
+from acp_server.config.keys import store_key
 from acp_server.messages import ModelRequest, StreamError, text_message
 
 

@@ -17,8 +17,8 @@ from acp_server.context.profile import (
 )
 from acp_server.context.tokens import Estimator
 from acp_server.messages import ToolSpec
-from acp_server.session_text import system_prompt
-from acp_server.tools.registry import default_tools
+from acp_server.session.text import system_prompt
+from acp_server.tools.defaults import default_tools
 
 CORE = {"read_file", "edit_file", "run_command"}
 

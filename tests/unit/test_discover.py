@@ -13,8 +13,8 @@ import pytest
 
 from acp_server.backends.discover import Discovered, discover
 from acp_server.backends.providers import ModelConfig, Provider, builtin_providers
-from acp_server.configfile import Config
-from acp_server.models import build_catalogue
+from acp_server.config.file import Config
+from acp_server.models.catalogue import build_catalogue
 from tests.support.mock_llm import MockLLM, running_mock_llm
 
 NOWHERE = "http://127.0.0.1:9/v1"  # port 9 (discard): nothing listens there

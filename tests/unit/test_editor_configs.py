@@ -25,9 +25,9 @@ import acp_server
 from acp_server.backends.providers import builtin_providers
 from acp_server.cli import build_parser
 from acp_server.cli.sessions import build_parser as sessions_parser
-from acp_server.models import MODEL_OPTION, THOUGHT_OPTION, split_value
+from acp_server.models.catalogue import MODEL_OPTION, THOUGHT_OPTION, split_value
 from acp_server.permissions import MODE_IDS
-from acp_server.session_config import MODE_OPTION
+from acp_server.session.options import MODE_OPTION
 
 ROOT = Path(__file__).parents[2]
 CONFIGS = ROOT / "editor-configs"

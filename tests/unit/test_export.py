@@ -13,8 +13,8 @@ from typing import Any
 
 from acp_server.cli.export import render_markdown
 from acp_server.messages import Message, TextPart, ToolCall, text_message
-from acp_server.store import SessionRow, Store
-from acp_server.transcript import Recorder
+from acp_server.store.database import SessionRow, Store
+from acp_server.store.transcript import Recorder
 
 README = "# My project\n\nInstall it:\n\n```sh\npip install .\n```\n\n## Usage\n\nRun it.\n"
 SHELL_SHOWN = "Exit code 0\n````\n# built\n```\n````"  # as the shell tool shows output

@@ -14,48 +14,22 @@ from tests.support.layering import Layers, imports, problems
 
 PACKAGE = Path(acp_server.__file__).parent
 
-# Top first: a module may import its own layer and the layers below. A request flows
-# wire -> protocol -> registry -> session -> agent, but the protocol imports the wire (it puts
-# its handlers on the Connection) while the wire knows nothing of ACP, so in import order the
-# wire sits below the protocol, and above the sessions and the agent, which never touch it.
+# Top first: a module may import its own layer and the layers below. Each folder of the package
+# is one layer; the few modules at the root sit in the layer they serve. A request flows
+# wire -> protocol -> session -> agent, but the protocol imports the wire (it puts its handlers
+# on the Connection) while the wire knows nothing of ACP, so in import order the wire sits below
+# the protocol, and above the sessions and the agent, which never touch it.
 LAYERS: Layers = [
     ("command line", ["__main__", "cli"]),
     # `acp-server doctor`'s checks: they read the configuration and ask the model servers.
     ("doctor", ["doctor"]),
-    ("protocol", ["protocol", "auth", "lifecycle", "params", "editor", "content"]),
-    ("wire", ["jsonrpc", "jsonline", "stdio"]),
-    ("session registry", ["registry"]),
-    (
-        "session",
-        [
-            "session",
-            "session_models",
-            "session_text",
-            "session_config",
-            "session_mcp",
-            "session_commands",
-            "transcript",
-            "store",
-            "store_schema",
-            "commands",
-            "choices",
-            "modelsource",
-            "warmup",
-        ],
-    ),
-    (
-        "agent",
-        [
-            "agent",
-            "agent_context",
-            "models",
-            "configfile",
-            "configkeys",
-            "configshow",
-            "carryover",
-            "tomllines",
-        ],
-    ),
+    ("protocol", ["protocol"]),
+    ("wire", ["wire"]),
+    ("session", ["session"]),
+    ("agent", ["agent"]),
+    ("models", ["models"]),
+    ("configuration file", ["config"]),
+    ("store", ["store"]),
     ("tools and backends", ["tools", "backends", "permissions", "editor_api", "thought"]),
     # Pure arithmetic over the neutral messages: the agent's budget and compaction.
     ("context", ["context"]),
@@ -66,7 +40,7 @@ LAYERS: Layers = [
             "updates",
             "errors",
             "schemas",
-            "config",
+            "settings",
             "markdown",
             "redaction",
             "modes",
@@ -74,7 +48,7 @@ LAYERS: Layers = [
         ],
     ),
 ]
-WIRE = {"acp_server.jsonrpc", "acp_server.jsonline", "acp_server.stdio"}
+WIRE = {"acp_server.wire.jsonrpc", "acp_server.wire.jsonline", "acp_server.wire.stdio"}
 
 
 def test_acp_server_imports_flow_downward_without_cycles() -> None:

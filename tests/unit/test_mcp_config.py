@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from acp_server.configfile import ConfigError, load_config
+from acp_server.config.file import ConfigError, load_config
 from acp_server.errors import InvalidParams
 from acp_server.tools.mcp_config import ServerConfig, from_editor, merged, pairs, tool_name
 

@@ -14,7 +14,7 @@ MCP_SERVER = Path(__file__).parent.parent / "support" / "mcp_server.py"
 CODE = """
 import asyncio, json, sys
 from acp_server.backends.scripted import ScriptedBackend
-from acp_server.protocol import AcpAgent
+from acp_server.protocol.handlers import AcpAgent
 
 async def main(cwd, servers):
     agent = AcpAgent(lambda: ScriptedBackend.from_rounds([{"text": "hi"}]))

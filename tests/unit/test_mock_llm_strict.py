@@ -14,7 +14,6 @@ from acp_server.backends._http import RetryPolicy
 from acp_server.backends.anthropic import AnthropicBackend
 from acp_server.backends.ollama import OllamaBackend
 from acp_server.backends.openai import OpenAIBackend
-from acp_server.carryover import Target, carry_over
 from acp_server.messages import (
     Message,
     ModelRequest,
@@ -28,6 +27,7 @@ from acp_server.messages import (
     ToolSpec,
     text_message,
 )
+from acp_server.models.carryover import Target, carry_over
 from tests.support.mock_llm import MockLLM, running_mock_llm
 
 FAST = RetryPolicy(attempts=1)

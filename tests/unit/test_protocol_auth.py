@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from acp_server.backends.unconfigured import UnconfiguredBackend
-from acp_server.modelsource import ModelSource
-from acp_server.protocol import AcpAgent
+from acp_server.models.source import ModelSource
+from acp_server.protocol.handlers import AcpAgent
 
 
 async def test_initialize_answers_when_the_models_cannot_be_read(

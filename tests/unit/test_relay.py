@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from acp_server import updates
-from acp_server.agent import Turn, run_turn
-from acp_server.agent_context import SessionContext, TurnContext
+from acp_server.agent.loop import Turn, run_turn
+from acp_server.agent.turn_context import SessionContext, TurnContext
 from acp_server.context import Window
 from acp_server.messages import (
     Event,
@@ -23,7 +23,7 @@ from acp_server.messages import (
     Usage,
     text_message,
 )
-from acp_server.stdio import _PipeSink, open_sink
+from acp_server.wire.stdio import _PipeSink, open_sink
 
 # Between two events: None = none (same pass of the event loop), "yield" = the loop runs.
 YIELD = "yield"

@@ -13,7 +13,7 @@ from acp_server.backends.anthropic import AnthropicBackend
 from acp_server.backends.ollama import OllamaBackend
 from acp_server.backends.openai import OpenAIBackend
 from acp_server.backends.unconfigured import UnconfiguredBackend
-from acp_server.configfile import Provider, builtin_providers, load_config
+from acp_server.config.file import Provider, builtin_providers, load_config
 from acp_server.messages import Event, ModelRequest, StreamError, TextDelta, text_message
 from tests.support.mock_llm import MockLLM
 

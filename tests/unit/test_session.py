@@ -16,12 +16,12 @@ import pytest
 
 from acp_server.backends import Backend
 from acp_server.backends.scripted import ScriptedBackend
-from acp_server.config import Settings, store_path
 from acp_server.messages import Message, history_problems, text_message
-from acp_server.registry import Sessions
-from acp_server.session import PromptOutcome, Session
-from acp_server.store import Store
-from acp_server.transcript import restore
+from acp_server.session.registry import Sessions
+from acp_server.session.session import PromptOutcome, Session
+from acp_server.settings import Settings, store_path
+from acp_server.store.database import Store
+from acp_server.store.transcript import restore
 from acp_server.updates import Update
 from tests.support.fake_editor import FakeEditor, InProcessClient
 from tests.support.store_faults import MARKER, refuse_marked_events

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from acp_server.backends.scripted import ScriptedBackend
-from acp_server.config import Settings
 from acp_server.context.state import is_state_message
 from acp_server.messages import ModelRequest, text_message
-from acp_server.registry import Sessions
-from acp_server.session import Session
+from acp_server.session.registry import Sessions
+from acp_server.session.session import Session
+from acp_server.settings import Settings
 from acp_server.updates import Update
 from tests.support.fake_editor import FakeEditor, InProcessClient
 

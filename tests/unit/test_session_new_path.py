@@ -16,12 +16,16 @@ import pytest
 PROBE = """
 import argparse, asyncio, json, sys
 from acp_server.cli.serve import model_source
-from acp_server.config import Settings
-from acp_server.protocol import AcpAgent
+from acp_server.settings import Settings
+from acp_server.protocol.handlers import AcpAgent
 
 MACHINERY = (
-    "acp_server.session", "acp_server.store", "acp_server.transcript", "acp_server.messages",
-    "acp_server.permissions", "tomllib"
+    "acp_server.session.session",
+    "acp_server.store.database",
+    "acp_server.store.transcript",
+    "acp_server.messages",
+    "acp_server.permissions",
+    "tomllib",
 )
 
 async def main() -> None:
@@ -69,9 +73,9 @@ def test_session_new_is_answered_before_the_session_machinery_loads(tmp_path: Pa
 WIRE_PROBE = """
 import argparse, asyncio, json, sys
 from acp_server.cli.serve import model_source
-from acp_server.config import Settings
-from acp_server.jsonrpc import Connection
-from acp_server.protocol import AcpAgent
+from acp_server.settings import Settings
+from acp_server.wire.jsonrpc import Connection
+from acp_server.protocol.handlers import AcpAgent
 
 class Sink:
     def __init__(self):
@@ -81,7 +85,7 @@ class Sink:
             asyncio.get_running_loop().call_soon(self.flush)
         self.pending.append(data)
     def flush(self):
-        built = "acp_server.session" in sys.modules
+        built = "acp_server.session.session" in sys.modules
         self.seen += [(json.loads(d), built) for d in self.pending]
         self.pending.clear()
     async def drain(self):
@@ -146,8 +150,8 @@ async def test_local_models_are_looked_for_after_the_warm_up(
     import asyncio
 
     from acp_server.cli.serve import model_source
-    from acp_server.config import Settings
-    from acp_server.protocol import AcpAgent
+    from acp_server.protocol.handlers import AcpAgent
+    from acp_server.settings import Settings
 
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("ACP_SERVER_DATA_DIR", str(tmp_path / "data"))

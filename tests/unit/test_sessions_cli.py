@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from acp_server.messages import Message, TextPart, ToolCall, text_message
-from acp_server.store import SessionRow, Store
-from acp_server.transcript import Recorder
+from acp_server.store.database import SessionRow, Store
+from acp_server.store.transcript import Recorder
 from tests.support.fake_editor import FakeEditor
 from tests.support.raw import Frame, RawServer, console_script
 

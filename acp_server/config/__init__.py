@@ -1,0 +1,1 @@
+"""The configuration file: reading and validating it, its keys table, showing it."""

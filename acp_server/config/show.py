@@ -1,0 +1,78 @@
+"""`render_effective`: the configuration in effect as TOML a person can read, secrets masked.
+
+For `acp-server config`: it shows where every provider points, which environment variable holds
+its key and whether that variable is set (never its value), and the models and defaults. Header
+values whose names suggest a secret, and passwords inside URLs, are masked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+from acp_server.config.file import Config, ModelConfig, Provider
+
+
+def render_effective(config: Config, env: Mapping[str, str] | None = None) -> str:
+    """The configuration in effect, as TOML a person can read and copy; no secret is shown:
+    keys are named with whether they are set, sensitive header values are masked."""
+    env = os.environ if env is None else env
+    where = f"{config.path}" if config.stamp is not None else "none (built-in defaults)"
+    out = [f"# The configuration in effect. File: {where}"]
+    for key in ("default_model", "default_mode", "compaction_model"):
+        value = getattr(config, key)
+        out.append(f"{key} = {_toml(value)}" if value else f"# {key}: not set")
+    for provider in config.providers:
+        out += ["", f"[providers.{provider.name}]  # {provider.origin}"]
+        out += [f"dialect = {_toml(provider.dialect)}", f"base_url = {_toml(_mask_url(provider))}"]
+        if provider.api_key_env:
+            stored = dict(config.keys).get(provider.api_key_env)
+            state = "set" if env.get(provider.api_key_env) else "NOT SET"
+            state = "stored by `acp-server login`" if stored and state != "set" else state
+            out.append(f"api_key_env = {_toml(provider.api_key_env)}  # {state}")
+        if provider.headers:
+            shown = ", ".join(
+                f"{_toml(k)} = {_toml(_mask_header(k, v))}" for k, v in provider.headers
+            )
+            out.append(f"headers = {{ {shown} }}")
+    for model in config.models:
+        out += ["", "[[models]]", *_model_lines(model)]
+    return "\n".join(out) + "\n"
+
+
+def _model_lines(model: ModelConfig) -> list[str]:
+    out = [f"provider = {_toml(model.provider)}", f"id = {_toml(model.id)}"]
+    for key in ("name", "window", "reply_reserve", "tools", "images", "adaptive_thinking"):
+        value = getattr(model, key)
+        if value is not None:
+            out.append(f"{key} = {_toml(value)}")
+    if model.reasoning is not None:
+        out.append(f"reasoning = [{', '.join(_toml(level) for level in model.reasoning)}]")
+    if model.tool_call_ids is not None:
+        out.append(f"tool_call_ids = {_toml(model.tool_call_ids)}")
+    if model.price is not None:
+        out.append(f"price = {{ input = {model.price.input}, output = {model.price.output} }}")
+    return out
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _mask_header(name: str, value: str) -> str:
+    sensitive = ("auth", "key", "token", "secret", "cookie", "password")
+    return "****" if any(word in name.lower() for word in sensitive) else value
+
+
+def _mask_url(provider: Provider) -> str:
+    """The base URL with any password in it masked."""
+    parts = urlsplit(provider.base_url)
+    if parts.password is None:
+        return provider.base_url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":****@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,1 @@
+"""The model catalogue, where a process's models come from, and carrying a conversation over."""

@@ -1,0 +1,1 @@
+"""ACP v1 over the wire: the method handlers, lifecycle, params, content, auth, the editor."""
