@@ -54,6 +54,8 @@ class Peer(Protocol):
 
     async def drain(self) -> None: ...
 
+    def after_reply(self, callback: Callable[[], None]) -> None: ...
+
 
 class AcpAgent:
     """The agent side of ACP: one per connection. `models` makes (at the first session) the
@@ -200,21 +202,20 @@ class AcpAgent:
         return result
 
     def _announce_commands(self, session_id: str) -> None:
-        """`available_commands_update`, sent just AFTER the response the handler is about to
-        return: the connection writes that response in the same step of the event loop, and a
-        callback runs only after it (JetBrains hangs on a notification before the response of
-        `session/new`). Call it last, with no await after it. Queued twice, to run once the
-        response has left too (the sink flushes in a callback queued with the response): a
-        new session is built at its first lookup (`registry.Sessions.answer_new`), which must
-        not hold the answer back."""
+        """Once the answer the handler returns has been written (JetBrains hangs on a
+        notification before the response of `session/new`): the session is looked up, which
+        builds a new one (`Sessions.answer_new` answers before it is built), and its commands
+        are announced (`available_commands_update`)."""
 
         def announce() -> None:
             session = self.sessions.find(session_id)
             if session is not None:
                 self.send_update(session_id, session.commands.update())
 
-        loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, announce)
+        if self.conn is not None:
+            self.conn.after_reply(announce)
+        else:  # no connection (in process): no answer to wait for
+            asyncio.get_running_loop().call_soon(announce)
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         check("session/prompt", "acp/session_prompt.json", params)

@@ -116,17 +116,13 @@ class Sessions:
         self, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers
     ) -> tuple[str, dict[str, Any]]:
         """session/new: the id and state (modes, config options) of a new session, which is
-        built right after the answer is written: in the next pass of the loop, before any
-        request that could name it is read. Its store row was never committed before the
-        answer either (the store writes from a queue)."""
+        built at its first lookup: the protocol looks it up once the answer has been written,
+        and any request that names it finds it built. Its store row was never committed before
+        the answer either (the store writes from a queue)."""
         servers = self._mcp_servers(mcp_servers)  # -32602 before anything is answered
         session_id, mode, choice = self._fresh()
         build = functools.partial(self._build, session_id, cwd, extra, servers, mode, choice)
         self._pending[session_id] = lambda: self._after_new(build())
-        # Twice: the answer is written when this handler returns and leaves the process in a
-        # callback queued then (stdio's sink), which a callback queued now would run before.
-        loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, self._settled)
         return session_id, options.state(mode, choice.options() if choice else [])
 
     def _settled(self) -> dict[str, Session]:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from acp_server.errors import InvalidRequest, ParseError
@@ -160,3 +162,38 @@ def envelope_problem(msg: dict[str, Any]) -> str | None:
     if ("result" in msg) == ("error" in msg):
         return 'a response needs exactly one of "result" and "error"'
     return None
+
+
+@dataclass(frozen=True)
+class TooLong:
+    """A line longer than the limit, dropped: only its head is kept, to read its id from."""
+
+    head: bytes
+
+
+async def lines(read: Callable[[], Awaitable[bytes]], limit: int) -> AsyncIterator[bytes | TooLong]:
+    """The lines of a byte stream (without their newline), until it ends; a line over `limit`
+    bytes is read through and yielded as `TooLong`."""
+    buf = bytearray()
+    discarding = False
+    head = b""
+    while chunk := await read():
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if not discarding:
+                buf += chunk[start:] if nl < 0 else chunk[start:nl]
+                if len(buf) > limit:
+                    discarding, head = True, bytes(buf[:HEAD_BYTES])
+                    buf.clear()
+            if nl < 0:
+                break
+            start = nl + 1
+            if discarding:
+                discarding = False
+                yield TooLong(head)
+            else:
+                yield bytes(buf)
+                buf.clear()
+    if buf and not discarding:
+        yield bytes(buf)

@@ -28,7 +28,7 @@ import functools
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from acp_server.errors import (
@@ -56,7 +56,6 @@ ReadChunk = Callable[[], Awaitable[bytes]]
 
 # Compact one-line frames; one encoder for all (json.dumps with options builds one per call).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_TOO_LONG = object()
 
 
 class Sink(Protocol):
@@ -86,6 +85,12 @@ def _id_key(value: object) -> tuple[str, object]:
     return (type(value).__name__, value)
 
 
+def _current() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None
+    return task
+
+
 class Connection:
     """One JSON-RPC peer: dispatches inbound messages and sends our own."""
 
@@ -106,6 +111,7 @@ class Connection:
         self._inflight: dict[tuple[str, object], asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._after: dict[asyncio.Task[Any], list[Callable[[], None]]] = {}
         self._next_id = 0
         self._input_closed = False
         self._closed = False
@@ -119,7 +125,7 @@ class Connection:
     async def serve(self) -> None:
         """Read and dispatch until the input ends, finish what was received, then close."""
         try:
-            async for line in self._lines():
+            async for line in jsonline.lines(self._read, self._max_line):
                 self._dispatch(line)
             await self._finish_received()
         finally:
@@ -134,40 +140,10 @@ class Connection:
         while running := [t for t in (*self._inflight.values(), *self._background) if not t.done()]:
             await asyncio.wait(running)
 
-    async def _lines(self) -> AsyncIterator[bytes | object]:
-        buf = bytearray()
-        discarding = False
-        while True:
-            chunk = await self._read()
-            if not chunk:
-                if buf and not discarding:
-                    yield bytes(buf)
-                return
-            start = 0
-            while True:
-                nl = chunk.find(b"\n", start)
-                piece = chunk[start:] if nl < 0 else chunk[start:nl]
-                if not discarding:
-                    buf += piece
-                    if len(buf) > self._max_line:
-                        discarding = True
-                        head = bytes(buf[:4096])
-                        buf.clear()
-                if nl < 0:
-                    break
-                start = nl + 1
-                if discarding:
-                    discarding = False
-                    yield (_TOO_LONG, head)
-                else:
-                    yield bytes(buf)
-                    buf.clear()
-
-    def _dispatch(self, line: bytes | object) -> None:
-        if isinstance(line, tuple):
-            self._answer_too_long(line[1])
+    def _dispatch(self, line: bytes | jsonline.TooLong) -> None:
+        if isinstance(line, jsonline.TooLong):
+            self._answer_too_long(line.head)
             return
-        assert isinstance(line, bytes)
         if not line.strip():
             return
         try:
@@ -298,7 +274,34 @@ class Connection:
             log.exception("handler for %s failed", method)
             self._send_error(req_id, exc)
         else:
-            self._send_result(req_id, result)
+            if self._send_result(req_id, result):
+                await self._run_after_reply()
+        finally:
+            self._after.pop(_current(), None)
+
+    def after_reply(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the result of the request being handled now (in this task) has
+        been written to the sink, and only if it succeeds: work that must follow its answer."""
+        task = _current()
+        if task not in self._inflight.values():
+            raise RuntimeError("after_reply is for a request handler of this connection")
+        self._after.setdefault(task, []).append(callback)
+
+    async def _run_after_reply(self) -> None:
+        callbacks = self._after.pop(_current(), [])
+        if not callbacks:
+            return
+        try:
+            await self.drain()  # the sink has taken the answer: it leaves before what follows
+        except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            return  # answered already (cancelled late, or closing): nothing must follow it
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("work after a reply failed")
 
     def _dispatch_response(self, msg: dict[str, Any]) -> None:
         req_id = msg.get("id")
@@ -327,12 +330,14 @@ class Connection:
             return
         self._sink.write(_ENCODER.encode(frame).encode("utf-8") + b"\n")
 
-    def _send_result(self, req_id: Any, result: Any) -> None:
+    def _send_result(self, req_id: Any, result: Any) -> bool:
         try:
             self._write({"jsonrpc": "2.0", "id": req_id, "result": result})
         except (TypeError, ValueError) as exc:
             log.exception("result for request %r could not be encoded", req_id)
             self._send_error(req_id, exc)
+            return False
+        return True
 
     def _send_error(self, req_id: Any, exc: BaseException) -> None:
         self._write({"jsonrpc": "2.0", "id": req_id, "error": error_object(exc)})

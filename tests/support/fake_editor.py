@@ -235,6 +235,10 @@ class InProcessPeer:
     async def drain(self) -> None:
         return None
 
+    def after_reply(self, callback: Callable[[], None]) -> None:
+        """In process the answer is the handler's return: the callback runs right after it."""
+        asyncio.get_running_loop().call_soon(callback)
+
     def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """The session/update payloads sent so far (of one session, or of all)."""
         return [

@@ -436,3 +436,55 @@ async def test_notification_with_invalid_params_is_a_warning_without_traceback(
     (record,) = [r for r in caplog.records if "note" in r.getMessage()]
     assert record.levelno == logging.WARNING and record.exc_info is None
     assert "`sessionId` must be a string" in record.getMessage()
+
+
+class BufferedPipe(Pipe):
+    """A sink that, like stdio's, holds frames until it flushes (in a later callback or on
+    drain): what the peer has received is `out`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self.held:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self.held.append(data)
+
+    def flush(self) -> None:
+        for data in self.held:
+            super().write(data)
+        self.held.clear()
+
+    async def drain(self) -> None:
+        self.flush()
+
+
+async def test_work_after_a_reply_runs_once_the_reply_has_left() -> None:
+    pipe = BufferedPipe()
+    conn: Connection
+    seen_at_callback: list[list[Any]] = []
+
+    async def answered_then(params: Params) -> Any:
+        conn.after_reply(lambda: seen_at_callback.append([f.get("id") for f in pipe.out]))
+        conn.after_reply(lambda: conn.notify("after", {}))
+        return "ok"
+
+    async def failing_then(params: Params) -> Any:
+        conn.after_reply(lambda: seen_at_callback.append(["never"]))
+        raise InvalidParams("no")
+
+    requests = {"then": answered_then, "fail": failing_then}
+    conn = Connection(pipe.read, pipe, requests=requests, notifications={})
+    task = asyncio.create_task(conn.serve())
+    pipe.feed(
+        b'{"jsonrpc":"2.0","id":1,"method":"then"}\n{"jsonrpc":"2.0","id":2,"method":"fail"}\n'
+    )
+    await settle()
+    assert seen_at_callback == [[1]]  # the answer had left; the failed request runs nothing
+    sent = [f.get("id", f.get("method")) for f in pipe.out]
+    assert sorted(map(str, sent)) == ["1", "2", "after"] and sent.index(1) < sent.index("after")
+    with pytest.raises(RuntimeError):
+        conn.after_reply(lambda: None)  # outside a request handler
+    pipe.feed(b"")
+    await task
