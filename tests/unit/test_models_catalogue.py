@@ -62,9 +62,7 @@ def no_file() -> Config:
 
 
 def schema_problems(options: list[dict[str, Any]]) -> list[str]:
-    path = schema_path()
-    assert path is not None, "the official ACP schema is missing"
-    validator = WireValidator(path)
+    validator = WireValidator(schema_path())
     return [
         e.message
         for e in validator.for_type("SetSessionConfigOptionResponse").iter_errors(
