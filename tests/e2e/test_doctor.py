@@ -147,6 +147,28 @@ async def test_a_key_the_server_accepts_is_said_to_be_accepted(
     assert key not in "\n".join(lines) + err
 
 
+async def test_a_key_stored_by_setup_counts_and_a_bare_default_model_is_the_one_checked(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """What `acp-server setup` writes: `default_model` without a [[models]] entry, the key in
+    [keys]. A session uses both; the doctor must see them too."""
+    key = "sk-stored-0123456789abcdef"
+    async with running_mock_llm(api_key=key) as mock:
+        config = tmp_path / "config" / "acp-server" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(
+            'default_model = "mock:mock-model"\n\n[providers.mock]\ndialect = "openai"\n'
+            f'base_url = "{mock.url}/v1"\napi_key_env = "MOCK_KEY"\n\n'
+            f'[keys]\nMOCK_KEY = "{key}"\n',
+            encoding="utf-8",
+        )
+        code, lines, err = await doctor(clean_env)
+    assert code == 0, "\n".join(lines)
+    assert line(lines, "✔ Model: new sessions start with mock:mock-model (the default_model)")
+    assert "the key in MOCK_KEY is accepted" in line(lines, "✔ Provider mock at")
+    assert key not in "\n".join(lines) + err
+
+
 async def test_a_broken_configuration_file_is_named_with_key_and_line(
     clean_env: dict[str, str], tmp_path: Path
 ) -> None:
