@@ -6,6 +6,7 @@ check sees at `initialize` with no keys and an empty HOME: a method it accepts."
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pty
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.test_auth_e2e import TERMINAL, initialize, new_session
+from tests.support.mock_llm import MockLLM
 from tests.support.raw import console_script
 
 Start = Callable[..., Any]
@@ -175,3 +177,30 @@ def test_setup_leaves_everything_as_it_is_when_nothing_is_chosen(tmp_path: Path)
     assert done.returncode == 1, done.stderr
     assert "Please type a number" in done.stderr and "nothing changed" in done.stderr
     assert config.read_text("utf-8") == before and done.stdout == ""
+
+
+async def test_setup_chooses_a_model_server_found_on_this_machine(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    base = f"{mock_llm.url}/v1"
+    env = empty_home_env(tmp_path, OPENAI_BASE_URL=base, ACP_SERVER_DISCOVER="1")
+    # The mock answers on the test's event loop: the terminal is driven from a thread.
+    answers = {"Choose": f"openai:mock-model: found on a model server at {base}"}
+    code, shown = await asyncio.to_thread(on_terminal, tmp_path, env, answers)
+    assert code == 0, shown
+    assert "typing is not shown" not in shown  # a local server needs no key
+    text = config_of(tmp_path).read_text("utf-8")
+    assert text == 'default_model = "openai:mock-model"\n'
+    assert "Model: new sessions start with openai:mock-model" in shown
+
+    server = await server_factory(env=env, cwd=str(tmp_path))
+    assert [m["id"] for m in (await initialize(server, TERMINAL))["authMethods"]] == ["setup"]
+    assert (await server.request("authenticate", {"methodId": "setup"}))["result"] == {}
+    session = (await new_session(server, tmp_path))["result"]["sessionId"]
+    mock_llm.queue({"text": "hello from the server found"})
+    prompt = [{"type": "text", "text": "hi"}]
+    reply = await server.request(
+        "session/prompt", {"sessionId": session, "prompt": prompt}, timeout=30
+    )
+    assert reply["result"]["stopReason"] == "end_turn"
+    assert mock_llm.chat_requests[-1].json["model"] == "mock-model"
