@@ -1,15 +1,15 @@
 """`acp-server setup`: choose, at a terminal, the model new sessions start with.
 
 It is what an editor runs for the "Set up a model" authentication method (ACP `authMethods`,
-type `terminal`, see `protocol/auth.py`), and what a person can run by hand. It lists what can be
-chosen: the hosted APIs (OpenAI, Anthropic), the models of the model servers that answer now on
-this machine (Ollama, LM Studio, llama.cpp, a server at OPENAI_BASE_URL), and the embedded model
-when it is installed. A hosted API's key is asked for without echoing it and stored in the
+type `terminal`, see `protocol/auth.py`), and what a person can run by hand. It lists what can
+be chosen: the hosted APIs (OpenAI, Anthropic), the models of the model servers that answer now
+on this machine (Ollama, LM Studio, llama.cpp, a server at OPENAI_BASE_URL), and the embedded
+model when it is installed. A hosted API's key is asked for without echoing it and stored in the
 configuration file's `[keys]` table, the file readable only by its owner (as `login` does); the
-choice is written as the file's `default_model`, its other lines kept (`config/keys.py`). It ends
-with what `acp-server doctor` sees of the result and exits 0; 1 when nothing was chosen or the
-file cannot be written. Everything goes to stderr, and a key is never shown. When stdin is not a
-terminal, the answers are read as lines (scripts).
+choice is written as the file's `default_model`, its other lines kept (`config/keys.py`). It
+ends with what `acp-server doctor` sees of the result and exits 0; 1 when nothing was chosen or
+the file cannot be written; 130 on Ctrl-C. Everything goes to stderr, and a key is never shown.
+When stdin is not a terminal, the answers are read as lines (scripts).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from acp_server.cli.login import ask_secret, config_file, say
 from acp_server.config.file import Config
 
 MAX_FOUND = 12  # local models listed; the rest can be named with --model or /model
+EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,14 @@ class Choice:
 
 
 def setup(args: argparse.Namespace) -> int:
+    try:
+        return _setup(args)
+    except KeyboardInterrupt:
+        say("\nacp-server setup: interrupted; what was already stored stays.")
+        return EXIT_INTERRUPTED
+
+
+def _setup(args: argparse.Namespace) -> int:
     from acp_server.config.file import ConfigError, load_config
     from acp_server.config.keys import KeyFileError
 

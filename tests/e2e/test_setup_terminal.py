@@ -11,6 +11,7 @@ import os
 import pty
 import re
 import select
+import signal
 import stat
 import subprocess
 import time
@@ -204,3 +205,25 @@ async def test_setup_chooses_a_model_server_found_on_this_machine(
     )
     assert reply["result"]["stopReason"] == "end_turn"
     assert mock_llm.chat_requests[-1].json["model"] == "mock-model"
+
+
+def test_ctrl_c_ends_setup_with_a_sentence_and_no_traceback(tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [console_script(), "setup"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=empty_home_env(tmp_path),
+        text=True,
+    ) as proc:
+        assert proc.stderr is not None
+        shown = ""
+        while "Choose" not in shown:
+            shown += proc.stderr.read(1) or "(end)"
+            assert not shown.endswith("(end)"), shown
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stderr.read()
+        proc.wait(timeout=30)
+    assert proc.returncode == 130, rest
+    assert "interrupted" in rest and "Traceback" not in rest
+    assert not config_of(tmp_path).exists()
