@@ -32,7 +32,8 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
   acp-server config               print the configuration in effect (secrets masked)
   acp-server doctor [--live]      check the setup: models, servers, keys, store, log, editor
   acp-server doctor --mcp JSON    connect to MCP server(s) and list their tools
-  acp-server setup                choose the model: a hosted API and its key, a local server, ...
+  acp-server setup                choose the model: a hosted API (and its key), a local server, the
+                                  embedded model
   acp-server login [VARIABLE]     store an API key in the configuration file; logout removes it
 """
 
