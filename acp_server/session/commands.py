@@ -53,6 +53,7 @@ class CommandServing:
     _recorder: Recorder | NullRecorder
     _context: SessionContext | None
     _command_emit: Emit | None  # while a slash command runs
+    plan_shown: bool
     _emitter: Callable[[], tuple[Emit, Callable[[], None]]]
     _toolbox: Callable[[], ToolRunner]
     commands: CommandTable
@@ -103,6 +104,8 @@ class CommandServing:
         self._recorder.history([])
         if self._context is not None:
             self._context.due = False
+        if self.plan_shown:  # the model's plan went with the context it belonged to
+            self._command_emitter()(updates.plan_removed())
         await self.say(CLEARED)
 
     async def say(self, text: str) -> None:

@@ -90,6 +90,7 @@ class Session(ModelChoosing, CommandServing):
         self._spending: Spending | None = None  # what the session cost (made with the context)
         self.commands = CommandTable((*BUILTIN, *CHOICE_COMMANDS))
         self._command_emit: Emit | None = None  # while a slash command runs
+        self.plan_shown = False  # a plan was shown and not removed since (/clear removes it)
         self._queue = asyncio.Lock()
         self._epoch = 0  # incremented by each cancel; queued prompts of an older epoch end
         self._turn: asyncio.Task[PromptOutcome] | None = None
@@ -141,9 +142,17 @@ class Session(ModelChoosing, CommandServing):
         for update in options.mode_updates(mode, self._model_options()):
             self._send_update(self.id, update)
 
+    def _shown(self, update: updates.Update) -> updates.Update:
+        """A plan in the form this editor takes (live and on load); notes that one is shown."""
+        if updates.is_plan(update):
+            self.plan_shown = update.get("sessionUpdate") != "plan_removed"
+            return updates.plan_view(update, self._editor.can_plan)
+        return update
+
     def replayed(self, update: updates.Update) -> list[updates.Update]:
-        """A stored update as this session's editor is shown it on load: a compaction as a
-        card when the editor does not show compactions."""
+        """A stored update as this session's editor is shown it on load: a plan in the form
+        it takes, a compaction as a card when the editor does not show compactions."""
+        update = self._shown(update)
         if update.get("sessionUpdate") != "compaction_update" or self._editor.can_show_compaction:
             return [update]
         from acp_server.agent.turn_context import as_card
@@ -289,7 +298,7 @@ class Session(ModelChoosing, CommandServing):
         def emit(update: updates.Update) -> None:
             if live:
                 self._recorder.shown(update)
-                self._send_update(self.id, update)
+                self._send_update(self.id, self._shown(update))
 
         def end() -> None:
             nonlocal live
