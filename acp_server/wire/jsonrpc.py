@@ -28,7 +28,7 @@ import functools
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
 from acp_server.errors import (
@@ -201,24 +201,31 @@ class Connection:
             self._send_error(key[1], asyncio.CancelledError())
 
     def _notify_local(self, method: str, params: Any) -> None:
+        work = self._notification(method, params)
+        if work is not None:
+            # A task, like requests, so handlers start in arrival order: a cancel that follows
+            # a request on the wire runs after that request has registered itself.
+            task = asyncio.create_task(work)
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _notification(self, method: str, params: Any) -> Coroutine[Any, Any, None] | None:
+        """What a notification does: `$/cancel_request` is done at once (None), any other is
+        its handler's work to run (None when it is ignored)."""
         if method == CANCEL_REQUEST:
             try:
                 self._cancel_request(params)
             except InvalidParams as exc:
                 log.debug("ignoring %s: %s", method, exc.message)
-            return
+            return None
         handler = self._notifications.get(method)
         if handler is None:
             log.debug("ignoring unknown notification %s", method)
-            return
+            return None
         if not isinstance(params, dict):
             log.warning("ignoring notification %s: params are not an object", method)
-            return
-        # A task, like requests, so handlers start in arrival order: a cancel that follows a
-        # request on the wire runs after that request has registered itself.
-        task = asyncio.create_task(self._serve_notification(method, handler, params))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+            return None
+        return self._serve_notification(method, handler, params)
 
     def _cancel_request(self, params: Any) -> None:
         """Cancel the inbound request `$/cancel_request` names; InvalidParams if it names none."""
@@ -233,12 +240,17 @@ class Connection:
         if task is not None:
             task.cancel()
 
-    def _notification_with_id(self, method: str, params: Any) -> None:
-        """A sloppy peer sent a notification with an id: act on it (it is then answered)."""
+    async def _notification_with_id(self, method: str, params: Any) -> None:
+        """A sloppy peer sent a notification with an id: act on it (it is then answered), in
+        this request's own task, which started in arrival order like every handler. (In a task
+        of its own it started a step late: a prompt sent after a `session/cancel` sent with an
+        id was cancelled by it.)"""
         if method == CANCEL_REQUEST:
             self._cancel_request(params)
         elif method in self._notifications:
-            self._notify_local(method, params)
+            work = self._notification(method, params)
+            if work is not None:
+                await work
         else:
             raise MethodNotFound(f"Method not found: {method!r}.")
 
@@ -258,7 +270,7 @@ class Connection:
         try:
             handler = self._requests.get(method)
             if handler is None:
-                self._notification_with_id(method, params)
+                await self._notification_with_id(method, params)
                 self._send_result(req_id, None)
                 return
             if params is None:

@@ -488,3 +488,27 @@ async def test_work_after_a_reply_runs_once_the_reply_has_left() -> None:
         conn.after_reply(lambda: None)  # outside a request handler
     pipe.feed(b"")
     await task
+
+
+async def test_a_notification_sent_with_an_id_starts_before_the_requests_after_it() -> None:
+    pipe = Pipe()
+    started: list[str] = []
+
+    async def request(params: Params) -> Any:
+        started.append("request")
+        return None
+
+    conn = Connection(
+        pipe.read,
+        pipe,
+        requests={"request": request},
+        notifications={"note": lambda params: started.append("note")},
+    )
+    task = asyncio.create_task(conn.serve())
+    pipe.feed(b'{"jsonrpc":"2.0","id":1,"method":"note","params":{}}\n')
+    pipe.feed(b'{"jsonrpc":"2.0","id":2,"method":"request","params":{}}\n')
+    await settle()
+    assert started == ["note", "request"]  # a session/cancel with an id ends what came before
+    assert sorted(f["id"] for f in pipe.out) == [1, 2]
+    pipe.feed(b"")
+    await task
