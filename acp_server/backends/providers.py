@@ -1,9 +1,10 @@
 """Where models run and what is known of them: providers, the built-in ones, model facts.
 
-A `Provider` is an API endpoint in one wire dialect (`openai`, `anthropic`, `ollama`): its base
-URL, the environment variable holding its key (`api_key_env`, never the key itself) and extra
-headers. Four exist without any configuration (`builtin_providers`): three addressed from the
-environment variables users already set (OPENAI_BASE_URL / OPENAI_API_KEY,
+A `Provider` is an API endpoint in one wire dialect (`openai`, `openai-responses`, `anthropic`,
+`ollama`): its base URL, the environment variable holding its key (`api_key_env`, never the key
+itself) and extra headers. Five exist without any configuration (`builtin_providers`): four
+addressed from the environment variables users already set (OPENAI_BASE_URL / OPENAI_API_KEY,
+twice: for chat completions and for the Responses API,
 ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY, OLLAMA_HOST), and `local`, a model file the agent runs
 itself (`backends/local.py`). A `ModelConfig` is what is known of one
 model (from the configuration file, or discovered on a local server); what is not known is None.
@@ -51,6 +52,7 @@ HOSTED = {
 }
 
 
+RESPONSES = "openai-responses"  # OpenAI's Responses API: the dialect and its built-in provider
 LOCAL_URL = "http://127.0.0.1"  # the port is chosen when the embedded model's server starts
 
 
@@ -102,6 +104,9 @@ def builtin_providers(env: Mapping[str, str]) -> dict[str, Provider]:
         name: Provider(name, name, env.get(h.base_env) or h.default_base, h.key_env)
         for name, h in HOSTED.items()
     }
+    # OpenAI's API (or OPENAI_BASE_URL) through the Responses API: `openai-responses:gpt-5`.
+    openai = out["openai"]
+    out[RESPONSES] = Provider(RESPONSES, RESPONSES, openai.base_url, openai.api_key_env)
     out["ollama"] = Provider("ollama", "ollama", ollama_url(env.get("OLLAMA_HOST")))
     # A GGUF file the agent runs itself (backends/local.py): `local:smollm2`, `local:/a.gguf`.
     out["local"] = Provider("local", "local", LOCAL_URL)
