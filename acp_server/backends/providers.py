@@ -104,10 +104,10 @@ def builtin_providers(env: Mapping[str, str]) -> dict[str, Provider]:
         name: Provider(name, name, env.get(h.base_env) or h.default_base, h.key_env)
         for name, h in HOSTED.items()
     }
+    out["ollama"] = Provider("ollama", "ollama", ollama_url(env.get("OLLAMA_HOST")))
     # OpenAI's API (or OPENAI_BASE_URL) through the Responses API: `openai-responses:gpt-5`.
     openai = out["openai"]
     out[RESPONSES] = Provider(RESPONSES, RESPONSES, openai.base_url, openai.api_key_env)
-    out["ollama"] = Provider("ollama", "ollama", ollama_url(env.get("OLLAMA_HOST")))
     # A GGUF file the agent runs itself (backends/local.py): `local:smollm2`, `local:/a.gguf`.
     out["local"] = Provider("local", "local", LOCAL_URL)
     return out
