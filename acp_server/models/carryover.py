@@ -71,6 +71,17 @@ def carry_over(history: Sequence[Message], target: Target) -> list[Message]:
     return _trim(out)
 
 
+def differs(history: Sequence[Message], carried: Sequence[Message]) -> bool:
+    """Whether carrying over changed the history, private data included (which `==` on
+    messages does not compare): a switch that only dropped reasoning must still be recorded."""
+    if list(history) != list(carried):
+        return True
+    return any(
+        a.extra != b.extra or [c.extra for c in a.tool_calls] != [c.extra for c in b.tool_calls]
+        for a, b in zip(history, carried, strict=True)
+    )
+
+
 # ----- pairing calls and results ------------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@ the real `acp-server` against strict mocks of the OpenAI Responses API (reasonin
 must come back, each on its own and in order) and of Gemini 3's OpenAI-compatible API (a
 thought signature that must come back on the tool call). No request is refused, compaction
 summaries go through the same strict dialect and succeed, and the context meter shows the
-window the server reports."""
+window the server reports. And a switch to another vendor leaves the reasoning behind."""
 
 from __future__ import annotations
 
@@ -11,6 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.test_model_switching import (
+    choose,
+    files,
+    new_session,
+    prompt,
+    start,
+    text,
+    tool_turn,
+)
 from tests.support.context_session import (
     ReaderSession,
     compactions,
@@ -92,3 +101,38 @@ async def test_thirty_turns_on_gemini_3_keep_the_thought_signatures(
     for messages in rounds:
         call = messages[-2]["tool_calls"][0]
         assert mock_llm.signatures[signature_of(call)] == "gemini-3-pro-preview"
+
+
+async def test_a_responses_models_reasoning_goes_to_no_other_model(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    """gpt-5 on the Responses API, then Claude, then Ollama, then gpt-5 again: each switch
+    drops the reasoning items (another vendor would refuse or misread them), none turns into
+    text, and every strict endpoint accepts every request."""
+    mock_llm.strict_dialect = True
+    files(tmp_path, "a.py", "b.py", "c.py", "d.py")
+    models = ("openai-responses:gpt-5", "anthropic:claude-sonnet-4-5", "ollama:model-c")
+    server = await start(server_factory, mock_llm, models)
+    session, _ = await new_session(server, tmp_path)
+    mock_llm.queue(*tool_turn("a.py", thought="SECRET-REASONING about a."))
+    assert (await prompt(server, session, text("Read a.py.")))[0] == "end_turn"
+    resent = mock_llm.chat_requests[1].json["input"]
+    assert [i["type"] for i in resent[1:3]] == ["reasoning", "reasoning"]
+    for value, path in (
+        ("anthropic:claude-sonnet-4-5", "b.py"),
+        ("ollama:model-c", "c.py"),
+        ("openai-responses:gpt-5", "d.py"),
+    ):
+        await choose(server, session, "model", value)
+        mock_llm.queue(*tool_turn(path))
+        before = len(mock_llm.chat_requests)
+        assert (await prompt(server, session, text(f"Now read {path}.")))[0] == "end_turn"
+        first = str(mock_llm.chat_requests[before].json)
+        assert "gAAAA" not in first and "SECRET-REASONING" not in first, value
+    assert mock_llm.invalid == []
+    assert [r.path for r in mock_llm.chat_requests][::2] == [
+        "/v1/responses",
+        "/v1/messages",
+        "/api/chat",
+        "/v1/responses",
+    ]

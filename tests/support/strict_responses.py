@@ -16,9 +16,10 @@ the API's 400 answers; [] means the API would accept it. What is checked:
   answered, and only known fields on each item;
 - reasoning items, with `store: false`: each must carry its `encrypted_content`, as issued for
   the requested model, and be followed by the item it preceded;
-- and what makes reasoning survive tool rounds: a `function_call` the server made after reasoning
-  must come back right after those reasoning items, each one separately and in order (none
-  missing, none fused into another, none from another response).
+- and what makes reasoning survive tool rounds: in the current turn (after the last user
+  message), a `function_call` the server made after reasoning must come back right after those
+  reasoning items, each one separately and in order (none missing, none fused into another, none
+  from another response). Earlier turns need none: a switch of model may have dropped them.
 """
 
 from __future__ import annotations
@@ -258,10 +259,14 @@ def _pairing(items: list[Any]) -> list[str]:
 
 
 def _reasoning_kept(items: list[Any], calls: Mapping[str, list[str]]) -> list[str]:
-    """Each call made after reasoning comes back right after its reasoning items, in order."""
+    """Each call of the current turn (after the last user message) made after reasoning comes
+    back right after its reasoning items, in order. Earlier turns' reasoning is not needed."""
     problems = []
+    users = [n for n, i in enumerate(items) if isinstance(i, dict) and i.get("role") == "user"]
     for n, item in enumerate(items):
-        if not isinstance(item, dict) or item.get("type") != "function_call":
+        if n < max(users, default=-1) or not isinstance(item, dict):
+            continue
+        if item.get("type") != "function_call":
             continue
         wanted = calls.get(str(item.get("call_id")))
         if not wanted:

@@ -18,7 +18,7 @@ from acp_server.messages import (
     history_problems,
     text_message,
 )
-from acp_server.models.carryover import Target, carry_over, tool_name
+from acp_server.models.carryover import Target, carry_over, differs, tool_name
 from tests.support.strict_dialects import anthropic_problems, openai_problems
 
 PNG = base64.b64encode(b"png bytes").decode()
@@ -276,3 +276,14 @@ def test_a_gemini_signature_stays_only_with_its_model_and_unchanged_call() -> No
         assert carry_over(history, target)[1].tool_calls[0].extra == {}, target
     renamed = carry_over(history, Target("openai", "g3", id_style="mistral"))
     assert renamed[1].tool_calls[0].extra == {}
+
+
+def test_a_switch_that_only_dropped_private_data_counts_as_a_change() -> None:
+    """Messages compare equal without their private data: `differs` must still see it go, or
+    the session keeps (and stores) reasoning the switch meant to drop."""
+    c = call("call_1")
+    history = [user("go"), asked("", c, extra=reasoned("gpt-5", c)), result("call_1", "x")]
+    history.append(asked("done"))
+    carried = carry_over(history, CLAUDE_A)
+    assert carried == history and differs(history, carried)
+    assert not differs(history, carry_over(history, Target("openai-responses", "gpt-5")))

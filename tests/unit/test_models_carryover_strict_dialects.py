@@ -145,9 +145,10 @@ def test_well_formed_histories_pass_the_responses_api_with_and_without_reasoning
 
 
 def test_responses_rejects_a_round_that_lost_fused_or_reordered_its_reasoning() -> None:
-    lost = responses_body(*GOOD)
+    lost = responses_body(*GOOD[:4])  # the turn in progress: its calls need their reasoning
     assert any("without its reasoning" in p for p in responses_problems(lost, ISSUED, REASONED))
-    body = responses_body(GOOD[0], reasoned_reply(), *GOOD[2:])
+    assert responses_problems(responses_body(*GOOD), ISSUED, REASONED) == []  # an older turn
+    body = responses_body(GOOD[0], reasoned_reply(), *GOOD[2:4])
     swapped = dict(
         body, input=[body["input"][0], body["input"][2], body["input"][1], *body["input"][3:]]
     )
