@@ -63,6 +63,7 @@ INCOMPLETE: dict[str, FinishReason] = {
     "content_filter": "refusal",
 }
 CLOSED_MID_REPLY = "The connection to the model server closed mid-reply."
+MIN_OUTPUT_TOKENS = 16  # the API refuses a smaller `max_output_tokens`
 
 
 # ----- request --------------------------------------------------------------------------------
@@ -80,7 +81,7 @@ def payload(
         body["tools"] = [render_tool(tool) for tool in request.tools]
         body["tool_choice"] = "auto"
     if request.max_tokens is not None:
-        body["max_output_tokens"] = request.max_tokens
+        body["max_output_tokens"] = max(MIN_OUTPUT_TOKENS, request.max_tokens)
     if reasoning:
         body["reasoning"] = _reasoning(request.thought_level, summaries)
         body["include"] = ["reasoning.encrypted_content"]

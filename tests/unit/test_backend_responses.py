@@ -145,6 +145,12 @@ async def test_the_request_body(llm: MockLLM, make: Any) -> None:
     assert llm.invalid == []
 
 
+async def test_a_tiny_output_cap_is_raised_to_the_apis_least(llm: MockLLM, make: Any) -> None:
+    await collect(make(llm.url), ModelRequest(ASK.messages, max_tokens=4))
+    assert llm.chat_requests[0].json["max_output_tokens"] == 16
+    assert llm.invalid == []
+
+
 @pytest.mark.parametrize(("level", "effort"), [("high", "high"), ("off", "none"), ("on", None)])
 async def test_a_thought_level_becomes_the_reasoning_effort(
     llm: MockLLM, make: Any, level: str, effort: str | None
