@@ -333,11 +333,10 @@ _HANDLERS = {
 
 def _stream_error(data: dict[str, Any]) -> BackendError:
     """An `error` event (`{"type": "error", "code", "message"}`) or a failed response's error."""
-    error = data.get("error") if isinstance(data.get("error"), dict) else data
-    assert isinstance(error, dict)
+    nested = data.get("error")
+    error: dict[str, Any] = nested if isinstance(nested, dict) else data
     envelope = {"error": {**error, "message": error.get("message") or "no details given"}}
-    failure = error_from_payload(envelope)
-    assert failure is not None
+    failure = error_from_payload(envelope) or BackendError("The model server reported an error.")
     code = str(error.get("code") or "")
     if code in ("server_error", "rate_limit_exceeded") or "overloaded" in code:
         failure.transient = failure.context_overflow is None
