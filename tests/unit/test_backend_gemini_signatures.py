@@ -24,7 +24,7 @@ from acp_server.messages import (
     ToolSpec,
     text_message,
 )
-from acp_server.transcript import message_from_json, message_to_json
+from acp_server.store.transcript import message_from_json, message_to_json
 from tests.support.mock_llm import MockLLM, running_mock_llm
 
 FAST = RetryPolicy(attempts=2, base_delay=0.001, max_delay=0.002, retry_after_cap=0.01)

@@ -11,9 +11,10 @@ import pytest
 
 from acp_server.backends import select
 from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.providers import builtin_providers
 from acp_server.backends.responses import ResponsesBackend
 from acp_server.backends.unconfigured import UnconfiguredBackend
-from acp_server.configfile import builtin_providers, load_config
+from acp_server.config.file import load_config
 from acp_server.messages import ModelRequest, StreamError, text_message
 
 KEY = {"OPENAI_API_KEY": "sk-test-000001"}
