@@ -150,7 +150,8 @@ def kept_items(message: Message, model: str) -> list[dict[str, Any]] | None:
     calls = iter(range(len(message.tool_calls)))
     for item in items:
         if item.get("type") == "reasoning":
-            waiting.append({k: item[k] for k in REASONING_FIELDS if k in item})
+            # `summary` is required on input, even empty (a server may have left it out).
+            waiting.append({"summary": [], **{k: item[k] for k in REASONING_FIELDS if k in item}})
             continue
         rendered = [_call(message, next(calls))] if item.get("type") == "function_call" else text
         if item.get("type") == "message":
