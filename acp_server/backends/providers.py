@@ -3,11 +3,11 @@
 A `Provider` is an API endpoint in one wire dialect (`openai`, `openai-responses`, `anthropic`,
 `ollama`): its base URL, the environment variable holding its key (`api_key_env`, never the key
 itself) and extra headers. Five exist without any configuration (`builtin_providers`): four
-addressed from the environment variables users already set (OPENAI_BASE_URL / OPENAI_API_KEY,
-twice: for chat completions and for the Responses API,
-ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY, OLLAMA_HOST), and `local`, a model file the agent runs
-itself (`backends/local.py`). A `ModelConfig` is what is known of one
-model (from the configuration file, or discovered on a local server); what is not known is None.
+addressed from the environment variables users already set (OPENAI_BASE_URL / OPENAI_API_KEY
+for `openai` and for `openai-responses`, OpenAI's Responses API at the same address;
+ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY; OLLAMA_HOST), and `local`, a model file the agent runs
+itself (`backends/local.py`). A `ModelConfig` is what is known of one model (from the
+configuration file, or discovered on a local server); what is not known is None.
 
 These are plain data shared by `configfile` (which reads them from config.toml), `backends.select`
 (which builds a backend for a provider) and `backends.discover` (which finds models): they live
