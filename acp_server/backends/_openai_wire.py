@@ -12,7 +12,10 @@ here are the ones real OpenAI-compatible servers set:
   send parallel calls all at index 0);
 - the finish reason and the usage are held until the stream ends: the usage chunk follows the
   finish chunk, and some servers repeat a running usage in every chunk (one Usage goes out);
-- an error envelope inside a 200 stream is an error, never an empty reply.
+- an error envelope inside a 200 stream is an error, never an empty reply;
+- a tool call's `extra_content` (Gemini 3's OpenAI-compatible API puts the call's
+  `google.thought_signature` there, and refuses the next round without it) is kept on the call
+  (`ToolCall.extra[EXTRA_KEY]`, stamped with the model) and sent back with it unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from acp_server.messages import (
     TextDelta,
     TextPart,
     ThoughtDelta,
+    ToolCall,
     ToolCallDelta,
     ToolSpec,
     Usage,
@@ -54,6 +58,8 @@ FINISH_REASONS: dict[str, FinishReason] = {
     "function_call": "tool_calls",
 }
 CLOSED_MID_REPLY = "The connection to the model server closed mid-reply."
+# ToolCall.extra[EXTRA_KEY] = {"model": the model that made the call, "extra_content": {...}}
+EXTRA_KEY = "openai"
 
 
 # ----- request --------------------------------------------------------------------------------
@@ -94,17 +100,23 @@ def render_message(message: Message) -> dict[str, Any]:
     if message.role == "assistant":
         rendered: dict[str, Any] = {"role": "assistant", "content": message.text}
         if message.tool_calls:
-            rendered["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    # Invalid argument text is not resent: templates that parse it would fail.
-                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-                }
-                for call in message.tool_calls
-            ]
+            rendered["tool_calls"] = [render_call(call) for call in message.tool_calls]
         return rendered
     return {"role": message.role, "content": _user_content(message)}
+
+
+def render_call(call: ToolCall) -> dict[str, Any]:
+    """An assistant tool call, with its kept `extra_content` (Gemini's thought signature)."""
+    rendered: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        # Invalid argument text is not resent: templates that parse it would fail.
+        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+    }
+    kept = call.extra.get(EXTRA_KEY)
+    if isinstance(kept, dict) and isinstance(kept.get("extra_content"), dict):
+        rendered["extra_content"] = kept["extra_content"]
+    return rendered
 
 
 def _tool_text(message: Message) -> str:
@@ -142,7 +154,8 @@ class ChunkParser:
     """Turns SSE events of one streamed reply into neutral events; the usage and the Finish
     come from `final_events()` once the stream ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: str = "") -> None:
+        self.model = model  # kept data of a call is stamped with the model that made it
         self.chunks = 0  # JSON chunks seen; 0 at the end means the server sent nothing
         self.done = False  # saw `[DONE]`
         self.finish: FinishReason | None = None
@@ -215,8 +228,14 @@ class ChunkParser:
         call_id = call.get("id") or None
         wire_index = call.get("index")
         index = self._slot(wire_index if isinstance(wire_index, int) else position, call_id)
+        kept = call.get("extra_content")
+        extra = {EXTRA_KEY: {"model": self.model, "extra_content": kept}} if kept else None
         return ToolCallDelta(
-            index, call_id, function.get("name") or None, _arguments(function.get("arguments"))
+            index,
+            call_id,
+            function.get("name") or None,
+            _arguments(function.get("arguments")),
+            extra if isinstance(kept, dict) else None,
         )
 
     def _slot(self, wire_index: int, call_id: str | None) -> int:
@@ -235,7 +254,7 @@ class ChunkParser:
 # ----- non-streamed response --------------------------------------------------------------------
 
 
-def completion_events(body: Any) -> list[Event]:
+def completion_events(body: Any, model: str = "") -> list[Event]:
     """The events of a whole (non-streamed) chat completion, Finish included; raises
     BackendError for an error envelope or a reply without choices."""
     failure = error_from_payload(body)
@@ -245,7 +264,7 @@ def completion_events(body: Any) -> list[Event]:
     if not choices or not isinstance(choices[0], dict):
         raise BackendError("The model server returned an empty reply.")
     choice = choices[0]
-    parser = ChunkParser()
+    parser = ChunkParser(model)
     events = parser.chunk_events(
         {
             "choices": [

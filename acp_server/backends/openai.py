@@ -120,7 +120,7 @@ class OpenAIBackend:
                 yield event
             return
         response = await self._open(request)
-        parser = ChunkParser()
+        parser = ChunkParser(self.model)
         try:
             async for sse in sse_events(lines(response)):
                 for event in parser.feed(sse):
@@ -160,7 +160,7 @@ class OpenAIBackend:
             body = await read_json(response)
         finally:
             await response.aclose()
-        return completion_events(body)
+        return completion_events(body, self.model)
 
     async def _post(self, request: ModelRequest, *, stream: bool) -> httpx.Response:
         fitted = self._images.fit(request)

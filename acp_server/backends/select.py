@@ -10,8 +10,13 @@ model `qwen3:8b`. Without a configuration file, endpoints and keys come from the
 | dialect     | endpoint (default)                                   | key               |
 |-------------|------------------------------------------------------|-------------------|
 | `openai`    | OPENAI_BASE_URL (https://api.openai.com/v1)          | OPENAI_API_KEY    |
+| `openai-responses` | the same, through the Responses API           | OPENAI_API_KEY    |
 | `ollama`    | OLLAMA_HOST (http://127.0.0.1:11434)                 | —                 |
 | `anthropic` | ANTHROPIC_BASE_URL (https://api.anthropic.com)       | ANTHROPIC_API_KEY |
+
+An `openai` model that is one of OpenAI's reasoning models (gpt-5, o3, ...) on OpenAI's own API
+goes through the Responses API all the same (`responses.needs_responses`): only there does its
+reasoning survive the tool rounds of a turn.
 
 A hosted API (OpenAI's, Anthropic's) without its key gets no request at all: every prompt fails
 at once with a message naming the variable to set (a request would only be refused, or on a
@@ -43,7 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DIALECTS = ("openai", "ollama", "anthropic")
+DIALECTS = ("openai", "openai-responses", "ollama", "anthropic")
 HOW_TO_CONFIGURE = (
     "No model is configured, no API key is set, no local model server answered (Ollama on "
     "port 11434, LM Studio on 1234, llama.cpp on 8080) and the embedded model is not "
@@ -116,7 +121,7 @@ def missing_provider_key(provider: Provider, model: str, env: Mapping[str, str])
     variable = provider.api_key_env
     if not variable or env.get(variable):
         return None
-    hosted = HOSTED.get(provider.name)
+    hosted = HOSTED.get(provider.name.removesuffix("-responses"))  # the same API, either way
     if hosted is not None and variable == hosted.key_env:
         if urlsplit(provider.base_url).hostname != urlsplit(hosted.default_base).hostname:
             return None
@@ -171,6 +176,10 @@ def from_provider(
         "environ": env,
         "images": images,
     }
+    if provider.dialect == "openai-responses" or _responses(provider, model):
+        from acp_server.backends.responses import ResponsesBackend
+
+        return ResponsesBackend(provider.base_url, model, context_window=window, **common)
     if provider.dialect == "openai":
         from acp_server.backends.openai import OpenAIBackend
 
@@ -190,6 +199,15 @@ def from_provider(
         adaptive_thinking=adaptive_thinking,
         **common,
     )
+
+
+def _responses(provider: Provider, model: str) -> bool:
+    """An `openai` model that needs the Responses API (an OpenAI reasoning model there)."""
+    if provider.dialect != "openai":
+        return False
+    from acp_server.backends.responses import needs_responses
+
+    return needs_responses(provider.base_url, model)
 
 
 def _local(model: str, env: Mapping[str, str]) -> Backend:

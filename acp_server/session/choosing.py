@@ -133,9 +133,9 @@ class ModelChoosing:
         record the result so the stored history stays the one the model sees."""
         if self._carry is None:
             return
-        from acp_server.models.carryover import carry_over
+        from acp_server.models.carryover import carry_over, differs
 
         carried, self._carry = carry_over(self.history, self._carry.target()), None
-        if carried != self.history:
+        if differs(self.history, carried):
             self.history[:] = carried
             self._recorder.history(carried)

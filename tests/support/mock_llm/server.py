@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mock_llm import anthropic, discovery, ollama, openai, strict
+from tests.support.mock_llm import anthropic, discovery, ollama, openai, responses, strict
 from tests.support.mock_llm.http_io import Recorded, ResponseWriter, read_request
 from tests.support.mock_llm.script import (
     ERROR_FRAME_TEXT,
@@ -31,6 +31,8 @@ CHAT_PATHS: dict[str, Dialect] = {
     "/chat/completions": openai.DIALECT,
     "/v1/messages": anthropic.DIALECT,
     "/api/chat": ollama.DIALECT,
+    "/v1/responses": responses.DIALECT,
+    "/responses": responses.DIALECT,
 }
 _HTML_PAGE = (
     "<!DOCTYPE html>\n<html><head><title>{status} gateway trouble</title></head>\n"
@@ -74,6 +76,10 @@ class MockLLM:
         self.strict_tools = strict_tools
         self.strict_dialect = strict_dialect  # each request checked as its real API does
         self.signatures: dict[str, str] = {}  # thinking signature issued -> the model it names
+        # Responses API: reasoning items issued (id -> item with its model), and for each call
+        # made after reasoning, the ids of that response's reasoning items in order.
+        self.reasoning: dict[str, dict[str, Any]] = {}
+        self.reasoning_calls: dict[str, list[str]] = {}
         self.counted: list[int] = []  # the prompt tokens of every chat request, in order
         self.overflows: list[Recorded] = []  # chat requests refused for the window
         # Refused by `strict_tools` or `strict_dialect`, and why.
@@ -203,7 +209,10 @@ class MockLLM:
         with a small window refuses it."""
         problem = tool_problem(conversation(req.json)) if self.strict_tools else None
         if problem is None and self.strict_dialect:
-            problem = "; ".join(strict.problems(dialect, req.json, self.signatures)) or None
+            found = strict.problems(
+                dialect, req.json, self.signatures, self.reasoning, self.reasoning_calls
+            )
+            problem = "; ".join(found) or None
         if problem is not None:
             self.invalid.append((req, problem))
             await out.whole(400, dialect.error_body(400, problem, "invalid_request_error"))
@@ -249,10 +258,24 @@ class MockLLM:
             plan.signature = strict.signature_for(
                 model, self.signatures, resp.get("signature"), plain
             )
+        self._sign(dialect, plan, model)
         if body.get("stream", dialect.streams_by_default):
             await self._stream(dialect, plan, body, model, out)
         else:
             await self._complete(dialect, plan, model, out)
+
+    def _sign(self, dialect: Dialect, plan: Plan, model: str) -> None:
+        """Reasoning items of a Responses reasoning model (two before tool calls, so that each
+        must come back on its own), and Gemini 3's thought signature on its first tool call."""
+        if dialect is responses.DIALECT and strict.is_reasoning_model(model):
+            for call in plan.calls:  # unique ids: each call's reasoning is checked by its id
+                call.id = call.id or f"call_r{len(self.reasoning) + 1}_{plan.calls.index(call)}"
+            count = int(plan.raw.get("reasoning_items", 2 if plan.calls else 1))
+            plan.reasoning = responses.issue_reasoning(plan, model, self.reasoning, count)
+            for call in plan.calls:
+                self.reasoning_calls[str(call.id)] = [item["id"] for item in plan.reasoning]
+        if dialect is openai.DIALECT and plan.calls and strict.is_gemini3(model):
+            plan.call_signature = strict.signature_for(model, self.signatures, None, "")
 
     async def _status_fault(self, dialect: Dialect, resp: Response, out: ResponseWriter) -> None:
         extra: dict[str, str] = {}
