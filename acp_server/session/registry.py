@@ -90,9 +90,10 @@ class Sessions:
         self._settled()  # their rows reach the store before it closes
         for task in self._background:
             task.cancel()
-        from acp_server.tools import mcp_procs
+        from acp_server.tools import background, mcp_procs
 
         mcp_procs.end_all()
+        background.end_all()
         if self._store is not None:
             self._store.close()
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from acp_server.editor_api import EditorApi
 from acp_server.permissions import Effect, Permit
+from acp_server.tools.jobs import Jobs
 from acp_server.updates import text_content as text_content  # re-exported for the tools
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ class ToolContext:
     permit: Callable[[Permit], Awaitable[None]]
     # Set by a tool that created a client terminal, so cancellation can release it.
     terminals: list[str] = field(default_factory=list)
+    # The session's background commands (run_command with `background`).
+    jobs: Jobs = field(default_factory=Jobs)
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalized path: absolute as given, or relative to the session cwd.

@@ -6,7 +6,7 @@ from acp_server.tools.base import Tool
 
 
 def default_tools() -> list[Tool]:
-    from acp_server.tools import edit, fs, plan, search, shell
+    from acp_server.tools import edit, fs, job_tools, plan, search, shell
 
     return [
         fs.READ_FILE,
@@ -16,5 +16,7 @@ def default_tools() -> list[Tool]:
         edit.EDIT_FILE,
         fs.WRITE_FILE,
         shell.RUN_COMMAND,
+        job_tools.COMMAND_OUTPUT,
+        job_tools.STOP_COMMAND,
         plan.UPDATE_PLAN,
     ]
