@@ -121,7 +121,7 @@ class Session(ModelChoosing, CommandServing):
             from acp_server.tools.toolbox import Toolbox
 
             self._tools = Toolbox(
-                [*default_tools(), *(self.mcp.tools() if self.mcp else ())],
+                [*default_tools(self._settings.fetch), *(self.mcp.tools() if self.mcp else ())],
                 cwd=self.cwd,
                 roots=self.roots,
                 client=self._editor,

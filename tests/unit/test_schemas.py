@@ -92,6 +92,7 @@ GOOD: dict[str, list[Any]] = {
     ],
     "tools/command_output.json": [{}, {"id": "bg_1"}, {"id": "bg_2", "wait_seconds": 5}],
     "tools/stop_command.json": [{"id": "bg_1"}],
+    "tools/fetch_url.json": [{"url": "https://docs.python.org/3/"}],
     "tools/update_plan.json": [
         {"entries": [{"content": "read the code", "status": "pending", "priority": "high"}]},
     ],
