@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from acp_server.editor_api import EditorApi
+from acp_server.messages import ImagePart
 from acp_server.permissions import Effect, Permit
 from acp_server.tools.jobs import Jobs
 from acp_server.updates import text_content as text_content  # re-exported for the tools
@@ -55,6 +56,9 @@ class ToolOutcome:
     raw_output: Any = None
     # Where the call ended up (e.g. the first changed line), for follow-along editors.
     locations: list[dict[str, Any]] | None = None
+    # Images the model gets with the text (read_file on a picture); a model that reads none
+    # gets a note in their place (backends.images).
+    images: tuple[ImagePart, ...] = ()
 
 
 @dataclass(frozen=True)
