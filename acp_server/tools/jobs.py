@@ -4,7 +4,9 @@ A background command (`run_command` with `background: true`) outlives the tool c
 started it, so it belongs to the session, not the call. This registry gives each one a short id
 (`bg_1`, `bg_2`, …) the model uses to read and stop it, lists them all, and ends them: on
 `session/close`, on a cancel of the turn that started one that asked for it (`stop_on_cancel`),
-and at agent exit (see `background.end_all` for that last one). How a command runs (a local
+and at agent exit: on SIGTERM, `close_everywhere` stops every session's commands while the
+editor can still answer (its terminals need terminal/kill and terminal/release), and
+`background.end_all` ends the local groups whatever happens. How a command runs (a local
 process group or an editor terminal) is `background`'s business; this module knows only `Job`.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,7 @@ class Jobs:
         self._jobs: dict[str, Job] = {}
         self._count = 0
         self._stopping: set[asyncio.Task[None]] = set()
+        _everywhere.add(self)
 
     def next_id(self) -> str:
         """The id for the next command, once there is room for one more (else LookupError)."""
@@ -106,3 +110,13 @@ class Jobs:
             if isinstance(result, BaseException):
                 log.warning("stopping background command %s failed: %s", job.id, result)
         await asyncio.gather(*self._stopping, return_exceptions=True)
+
+
+_everywhere: weakref.WeakSet[Jobs] = weakref.WeakSet()  # every session's, for the exit
+
+
+async def close_everywhere(seconds: float) -> None:
+    """Stop the background commands of every session, within `seconds` (the agent is going)."""
+    registries = list(_everywhere)
+    if registries:
+        await asyncio.wait([asyncio.ensure_future(j.close()) for j in registries], timeout=seconds)

@@ -48,7 +48,8 @@ MODES = pytest.mark.parametrize("terminal", [True, False], ids=["editor-terminal
 def _no_leftovers(tmp_path: Path) -> Iterator[None]:
     """Whatever a failing test leaves running is killed, so it cannot disturb the next ones."""
     yield
-    for pid in processes_running(str(tmp_path / "devserver.py")):
+    markers = (tmp_path / "devserver.py", tmp_path / "keeper" / "devserver.py")
+    for pid in [pid for marker in markers for pid in processes_running(str(marker))]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -172,12 +173,18 @@ async def test_session_close_leaves_no_process(
     await editor.close()
 
 
-@pytest.mark.parametrize("how", ["sigkill", "sigterm", "eof"])
+@pytest.mark.parametrize(
+    ("how", "terminal"),
+    [("sigkill", False), ("sigterm", False), ("eof", False), ("sigterm", True)],
+    ids=["sigkill-local", "sigterm-local", "eof-local", "sigterm-editor-terminal"],
+)
 async def test_no_process_outlives_the_agent(
-    server_factory: Start, script: Any, tmp_path: Path, how: str
+    server_factory: Start, script: Any, tmp_path: Path, how: str, terminal: bool
 ) -> None:
+    """(An editor terminal outliving an agent killed with SIGKILL, or whose stdin the editor
+    closed, is the editor's to end: the agent can no longer ask it to.)"""
     marker, command = dev_server(tmp_path)
-    editor = FakeEditor(terminal=False)
+    editor = FakeEditor(terminal=terminal)
     server = await server_factory("--script", str(script([*start_rounds(command), {"text": "up"}])))
     session = await open_session(server, editor, tmp_path)
     _, frames = await run_prompt(server, session)
@@ -192,6 +199,9 @@ async def test_no_process_outlives_the_agent(
         await server.close_stdin()
     await server.wait(timeout=10)
     assert await until_gone(str(marker)) == []
+    if terminal:
+        assert editor.unreleased() == []
+    await editor.close()
 
 
 async def _get(url: str) -> int:
@@ -200,3 +210,41 @@ async def _get(url: str) -> int:
             return int(response.status)
 
     return await asyncio.to_thread(fetch)
+
+
+@MODES
+async def test_a_cancel_stops_only_the_commands_that_asked_for_it(
+    server_factory: Start, script: Any, tmp_path: Path, terminal: bool
+) -> None:
+    marker, command = dev_server(tmp_path)
+    keeper = tmp_path / "keeper"
+    keeper.mkdir()
+    (keeper / "devserver.py").write_text(SERVER, encoding="utf-8")
+    kept = f"{shlex.quote(sys.executable)} {shlex.quote(str(keeper / 'devserver.py'))}"
+    rounds = [
+        call("run_command", command=command, background=True, stop_on_cancel=True),
+        call("run_command", command=kept, background=True),
+        call("command_output", id="bg_1", wait_seconds=10),
+        call("run_command", command="sleep 30"),
+    ]
+    editor = FakeEditor(terminal=terminal)
+    server = await server_factory("--script", str(script(rounds)))
+    session = await open_session(server, editor, tmp_path)
+    req = await server.call(
+        "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+    )
+
+    def sleeping(frame: Frame) -> bool:
+        update = frame.get("params", {}).get("update", {})
+        return update.get("sessionUpdate") == "tool_call" and "sleep 30" in update.get("title", "")
+
+    await server.until(sleeping, timeout=20)
+    await server.notify("session/cancel", {"sessionId": session})
+    answer, _ = await server.response(req, timeout=20)
+    assert answer["result"]["stopReason"] == "cancelled"
+    assert await until_gone(str(marker)) == []  # it asked to be stopped with the turn
+    assert processes_running(str(keeper / "devserver.py"))  # this one keeps running
+
+    await server.request("session/close", {"sessionId": session})
+    assert await until_gone(str(keeper / "devserver.py")) == []
+    await editor.close()
