@@ -19,6 +19,7 @@ import asyncio
 import atexit
 import codecs
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -35,6 +36,8 @@ from acp_server.tools.procgroup import (
     spawn,
     stop_group,
 )
+
+log = logging.getLogger(__name__)
 
 SHELL = "/bin/sh"
 OUTPUT_BYTE_LIMIT = 64 * 1024  # kept per command, the newest
@@ -189,37 +192,58 @@ class TerminalJob(Job):
         self.client = client
         self.terminal_id = terminal_id
         self._seen = ""  # the terminal's output at the last read (bounded by the editor)
+        self._unread = ("", 0)  # what was printed before a stop, for the next read
         self._exit: str | None = None
         self._released = False
 
     def status(self) -> str | None:
         return self._exit
 
-    async def read(self, wait: float) -> Chunk:
-        if self._released:
-            return Chunk("", 0, self._exit)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        while True:
+    async def refresh(self) -> None:
+        if not self._released:
             answer = await self.client.terminal_output(self.terminal_id)
-            text, dropped = new_part(self._seen, str(answer.get("output") or ""))
             self._note_exit(answer.get("exitStatus"))
-            if text or dropped or self._exit is not None or loop.time() >= deadline:
-                break
-            await asyncio.sleep(min(POLL_SECONDS, max(deadline - loop.time(), 0)))
-        self._seen = str(answer.get("output") or "")
+
+    async def read(self, wait: float) -> Chunk:
+        """What is new; once the command has ended and was read to its end, the terminal is
+        released (the editor keeps showing it)."""
+        text, dropped = self._unread
+        self._unread = ("", 0)
+        if not self._released:
+            more, lost = await self._poll(wait)
+            text, dropped = text + more, dropped + lost
+            if self._exit is not None:
+                await self._release()
         return Chunk(text, dropped, self._exit)
 
     async def stop(self) -> None:
         if self._released:
             return
         await settle(self.client.kill_terminal(self.terminal_id), "terminal/kill")
-        with contextlib.suppress(Exception):
+        try:
+            self._unread = await self._poll(0)
+        except Exception as exc:  # the editor's answer: the terminal is released all the same
+            log.warning("terminal/output after terminal/kill failed: %s", exc)
+        await self._release()
+        self._exit = self._exit or "stopped"
+
+    async def _poll(self, wait: float) -> tuple[str, int]:
+        """The terminal's new output, waiting up to `wait` seconds for some (or the end)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
             answer = await self.client.terminal_output(self.terminal_id)
+            output = str(answer.get("output") or "")
+            text, dropped = new_part(self._seen, output)
             self._note_exit(answer.get("exitStatus"))
+            if text or dropped or self._exit is not None or loop.time() >= deadline:
+                self._seen = output
+                return text, dropped
+            await asyncio.sleep(min(POLL_SECONDS, max(deadline - loop.time(), 0)))
+
+    async def _release(self) -> None:
         if await settle(self.client.release_terminal(self.terminal_id), "terminal/release"):
             self._released = True
-        self._exit = self._exit or "stopped"
 
     def _note_exit(self, status: Any) -> None:
         if not isinstance(status, dict) or self._exit is not None:

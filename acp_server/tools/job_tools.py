@@ -64,6 +64,7 @@ def _present_output(args: dict[str, Any], ctx: ToolContext) -> Presentation:
 
 async def _command_output(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if not args.get("id"):
+        await ctx.jobs.refresh()
         return ToolOutcome(listing(ctx.jobs))
     job = _job(ctx.jobs, args)
     wait = min(float(args.get("wait_seconds") or 0), MAX_WAIT)

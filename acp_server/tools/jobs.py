@@ -53,6 +53,9 @@ class Job:
         """End it (its whole process group, or its terminal) and free what it holds."""
         raise NotImplementedError
 
+    async def refresh(self) -> None:
+        """Bring `status` up to date where it is only learned by asking (an editor terminal)."""
+
 
 class UnknownJob(LookupError):
     """No background command has that id; the message lists the ones there are."""
@@ -91,6 +94,10 @@ class Jobs:
 
     def all(self) -> list[Job]:
         return list(self._jobs.values())
+
+    async def refresh(self) -> None:
+        """Learn which of the running commands have ended meanwhile."""
+        await asyncio.gather(*(j.refresh() for j in self._jobs.values() if j.status() is None))
 
     def turn_cancelled(self, turn: object) -> None:
         """The turn was cancelled: stop the commands it started with `stop_on_cancel`."""

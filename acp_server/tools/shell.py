@@ -112,6 +112,7 @@ async def _background(
     command: str, cwd: Path, stop_on_cancel: bool, ctx: ToolContext
 ) -> ToolOutcome:
     """Start the command and return at once; it belongs to the session's `Jobs` from now on."""
+    await ctx.jobs.refresh()  # commands that ended meanwhile leave room for this one
     try:
         job_id = ctx.jobs.next_id()
     except LookupError as exc:

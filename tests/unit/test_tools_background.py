@@ -7,8 +7,9 @@ import asyncio
 import os
 from pathlib import Path
 
-from acp_server.tools.background import LocalJob, new_part
+from acp_server.tools.background import LocalJob, TerminalJob, new_part
 from acp_server.tools.procgroup import group_alive
+from tests.support.fake_editor import FakeEditor, InProcessClient
 
 
 async def start(command: str, tmp_path: Path, limit: int = 64 * 1024) -> LocalJob:
@@ -57,3 +58,32 @@ def test_new_part_of_a_terminal_output() -> None:
     assert new_part(before, before[250:] + "new\n") == ("new\n", 0)
     text, lost = new_part("old output nowhere to be found", "fresh\n")
     assert text == "fresh\n" and lost > 0
+
+
+async def terminal_job(command: str) -> tuple[TerminalJob, FakeEditor]:
+    editor = FakeEditor()
+    client = InProcessClient(editor)
+    terminal_id = await client.create_terminal("/bin/sh", ["-c", command], "/", 65536, [])
+    return TerminalJob("bg_1", command, None, False, client, terminal_id), editor
+
+
+async def test_a_terminal_that_ended_is_released_once_read_to_its_end() -> None:
+    job, editor = await terminal_job("echo one; sleep 0.3; echo two")
+    first = await job.read(5)
+    assert first.text == "one\n" and first.exit is None
+    assert editor.unreleased() == ["term_1"]
+    await asyncio.sleep(0.6)
+    last = await job.read(5)
+    assert last.text == "two\n" and last.exit == "exit code 0"
+    assert editor.unreleased() == []  # the editor keeps showing it; the id is freed
+    await editor.close()
+
+
+async def test_stopping_a_terminal_keeps_its_last_output_for_the_next_read() -> None:
+    job, editor = await terminal_job("echo started; sleep 60")
+    await asyncio.sleep(0.3)
+    await job.stop()
+    assert editor.running() == [] and editor.unreleased() == []
+    chunk = await job.read(0)
+    assert chunk.text == "started\n" and chunk.exit == "killed by SIGKILL"
+    await editor.close()
