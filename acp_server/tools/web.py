@@ -121,6 +121,9 @@ async def fetch(url: str, ctx: ToolContext, allow_private: bool) -> Page:
 
 
 async def _page(response: httpx.Response, url: str, hops: list[str]) -> Page:
+    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not _readable(content_type):  # a PDF, an archive, a picture: not downloaded at all
+        return Page(url, hops, response.status_code, content_type, "", False)
     body = bytearray()
     async for piece in response.aiter_bytes():
         body += piece
@@ -132,7 +135,6 @@ async def _page(response: httpx.Response, url: str, hops: list[str]) -> Page:
         text = bytes(body[:MAX_BYTES]).decode(charset, errors="replace")
     except LookupError:  # a charset Python does not know
         text = bytes(body[:MAX_BYTES]).decode("utf-8", errors="replace")
-    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     return Page(url, hops, response.status_code, content_type, text, cut)
 
 
@@ -149,11 +151,19 @@ def markdown(html: str) -> tuple[str, str]:
     return title, _BLANK_RUNS.sub("\n\n", text).strip()
 
 
+def _html(content_type: str) -> bool:
+    return content_type in ("text/html", "application/xhtml+xml") or not content_type
+
+
+def _readable(content_type: str) -> bool:
+    return _html(content_type) or content_type.startswith(TEXT_TYPES)
+
+
 def render(page: Page) -> str:
     """What the model reads: where the page came from, and its text, clipped."""
-    if page.content_type in ("text/html", "application/xhtml+xml") or not page.content_type:
+    if _html(page.content_type):
         title, body = markdown(page.text)
-    elif page.content_type.startswith(TEXT_TYPES):
+    elif _readable(page.content_type):
         title, body = "", page.text.strip()
     else:
         raise ToolFailure(f"{page.url} is {page.content_type}, not a web page; not shown.")

@@ -40,13 +40,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Location", target)
             self.end_headers()
             return
-        body = {"/page": PAGE, "/big": BIG}.get(self.path)
+        body = {"/page": PAGE, "/big": BIG, "/doc.pdf": "%PDF-1.7 ..."}.get(self.path)
         if body is None:
             self.send_error(404)
             return
         data = body.encode()
         self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
+        kind = "application/pdf" if self.path.endswith(".pdf") else "text/html; charset=utf-8"
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -77,6 +78,8 @@ async def test_pages_redirects_and_clipping(
         call("fetch_url", url=f"{site}/hop1"),
         call("fetch_url", url=f"{site}/big"),
         call("fetch_url", url=f"{site}/loop"),
+        call("fetch_url", url=f"{site}/doc.pdf"),
+        call("fetch_url", url=f"{site}/missing"),
         {"text": "read"},
     ]
     editor = FakeEditor(choose=lambda params: "allow_always")
@@ -100,6 +103,8 @@ async def test_pages_redirects_and_clipping(
     assert "page truncated" in big and len(big) < 21_000
 
     assert "Too many redirects (more than 5)" in result_text(frames, "fetch_url", 3)
+    assert "is application/pdf, not a web page" in result_text(frames, "fetch_url", 4)
+    assert result_text(frames, "fetch_url", 5).startswith("The server answered HTTP 404.")
 
     # Asked once, showing the URL; "always allow" covered the host for the other fetches.
     (asked,) = editor.permission_requests
