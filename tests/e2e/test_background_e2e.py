@@ -31,13 +31,13 @@ Start = Callable[..., Any]
 SERVER = """
 import http.server, threading, time
 server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-print("listening on port", server.server_address[1], flush=True)
+print(f"listening on port {server.server_address[1]}", flush=True)
 def tick():
     n = 0
     while True:
         time.sleep(0.2)
         n += 1
-        print("tick", n, flush=True)
+        print(f"tick {n}", flush=True)
 threading.Thread(target=tick, daemon=True).start()
 server.serve_forever()
 """
@@ -250,3 +250,22 @@ async def test_a_cancel_stops_only_the_commands_that_asked_for_it(
     await server.request("session/close", {"sessionId": session})
     assert await until_gone(str(keeper / "devserver.py")) == []
     await editor.close()
+
+
+async def test_cancelling_at_a_permission_request_stops_what_asked_for_it(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    marker, command = dev_server(tmp_path)
+    rounds = [
+        call("run_command", command=command, background=True, stop_on_cancel=True),
+        call("command_output", id="bg_1", wait_seconds=10),
+        call("run_command", command="echo next"),
+    ]
+    answers = iter(["allow_once", None])  # the second request is answered "cancelled"
+    editor = FakeEditor(terminal=False, choose=lambda params: next(answers))
+    server = await server_factory("--script", str(script(rounds)))
+    session = await open_session(server, editor, tmp_path)
+    stop, frames = await run_prompt(server, session)
+    assert stop == "cancelled"
+    assert "listening on port" in result_text(frames, "command_output")
+    assert await until_gone(str(marker)) == []
