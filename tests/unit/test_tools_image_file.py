@@ -55,3 +55,26 @@ def test_too_large_is_refused_with_a_note(tmp_path: Path, monkeypatch: pytest.Mo
     path.write_bytes(PIXEL)
     with pytest.raises(ToolFailure, match="Make a smaller copy"):
         read_image(path, "image/png", "big.png")
+
+
+def test_the_size_in_pixels_is_read_from_the_header() -> None:
+    assert image_file.dimensions(PIXEL, "image/png") == (1, 1)
+    assert image_file.dimensions(b"GIF89a\x40\x01\xf0\x00", "image/gif") == (320, 240)
+    # JPEG: SOI, an APP0 segment to skip, then SOF0 with height 480 and width 640.
+    app0 = b"\xff\xe0\x00\x10" + b"JFIF\x00" + b"\x00" * 9
+    sof0 = b"\xff\xc0\x00\x11\x08\x01\xe0\x02\x80\x03" + b"\x00" * 9
+    assert image_file.dimensions(b"\xff\xd8" + app0 + sof0, "image/jpeg") == (640, 480)
+    vp8x = b"RIFF\x00\x00\x00\x00WEBPVP8X" + b"\x00" * 8 + (1919).to_bytes(3, "little")
+    assert image_file.dimensions(vp8x + (1079).to_bytes(3, "little"), "image/webp") == (1920, 1080)
+    assert image_file.dimensions(b"\x89PNG\r\n\x1a\n", "image/png") is None  # cut short
+
+
+def test_too_many_pixels_is_refused_with_a_note(tmp_path: Path) -> None:
+    wide = bytearray(PIXEL)
+    wide[16:20] = (9000).to_bytes(4, "big")  # the IHDR width
+    path = tmp_path / "wide.png"
+    path.write_bytes(bytes(wide))
+    with pytest.raises(ToolFailure, match="9000x1 pixels, more than the 8,000"):
+        read_image(path, "image/png", "wide.png")
+    path.write_bytes(PIXEL)
+    assert "(image/png, 1x1, " in read_image(path, "image/png", "dot.png").text
