@@ -28,6 +28,12 @@ BIG = "<html><body>" + "".join(f"<p>paragraph {i}</p>" for i in range(20_000)) +
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        if self.path == "/elsewhere":  # the same server under another host name
+            self.send_response(302)
+            port = self.headers["Host"].rsplit(":", 1)[1]
+            self.send_header("Location", f"http://localhost:{port}/page")
+            self.end_headers()
+            return
         if self.path == "/loop":
             self.send_response(301)
             self.send_header("Location", "/loop")
@@ -146,3 +152,17 @@ async def test_fetch_can_be_turned_off(server_factory: Start, script: Any, tmp_p
     session = await open_session(server, FakeEditor(), tmp_path)
     _, frames = await run_prompt(server, session)
     assert "Unknown tool 'fetch_url'" in result_text(frames, "fetch_url")
+
+
+async def test_a_redirect_to_another_host_asks_again(
+    server_factory: Start, script: Any, tmp_path: Path, site: str
+) -> None:
+    rounds = [call("fetch_url", url=f"{site}/elsewhere"), {"text": "read"}]
+    editor = FakeEditor(choose=lambda params: "allow_always")
+    server = await server_factory("--script", str(script(rounds)), env=allow_private(tmp_path))
+    session = await open_session(server, editor, tmp_path)
+    _, frames = await run_prompt(server, session)
+    port = site.rsplit(":", 1)[1]
+    assert "# Widgets" in result_text(frames, "fetch_url")
+    shown = [r["toolCall"]["content"][0]["content"]["text"] for r in editor.permission_requests]
+    assert shown == [f"Fetch {site}/elsewhere", f"Fetch http://localhost:{port}/page"]
