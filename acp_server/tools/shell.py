@@ -63,6 +63,8 @@ def _present(args: dict[str, Any], ctx: ToolContext) -> Presentation:
     shown = lines[0] + (" …" if len(lines) > 1 else "")
     if len(shown) > TITLE_MAX:
         shown = shown[: TITLE_MAX - 1].rstrip() + "…"
+    if args.get("background") is True:
+        return Presentation(f"Start {inline_code(shown)} in the background")
     return Presentation(f"Run {inline_code(shown)}")
 
 

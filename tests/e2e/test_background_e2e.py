@@ -128,6 +128,7 @@ async def test_a_dev_server_is_started_read_twice_and_stopped(
 
     assert stop == "end_turn"
     assert "Started in the background as bg_1" in result_text(frames, "run_command")
+    assert tool_calls(frames)["run_command"]["title"].startswith("Start `")
     (asked,) = editor.permission_requests  # asked like any command, showing the command line
     assert str(marker) in asked["toolCall"]["content"][0]["content"]["text"]
     first = result_text(frames, "command_output", 0)
