@@ -12,7 +12,8 @@ calls lost their signed thinking blocks (the API would reject it). The blocks th
 `Message.extra` (see `_anthropic_wire`).
 
 `context_window()`: the Messages API has no endpoint that tells a model's window, so it comes from
-the table below (Anthropic's published windows by model family), or from the constructor.
+the constructor (configured), else the model catalogue (`catalog`), else the table below
+(Anthropic's published windows by model family); `window_origin` says which.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from acp_server.backends._http import (
     send,
 )
 from acp_server.backends._sse import sse_events
+from acp_server.backends.catalog import lookup
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.messages import Event, Finish, ModelRequest
@@ -57,6 +59,17 @@ def known_window(model: str) -> int | None:
         if name.startswith(prefix):
             return window
     return None
+
+
+def _window(model: str, configured: int | None) -> tuple[int | None, str]:
+    """(window, where it comes from): configured, else the catalogue's, else this table's."""
+    if configured:
+        return configured, "the configuration file"
+    facts = lookup(model)
+    if facts is not None and facts.window:
+        return facts.window, facts.source
+    window = known_window(model)
+    return window, ("the documented window of its model family" if window else "")
 
 
 class AnthropicBackend:
@@ -90,7 +103,7 @@ class AnthropicBackend:
         self.adaptive_thinking = adaptive_thinking  # Claude 4.6 and later: `{"type": "adaptive"}`
         self.retry = retry
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
-        self._window = context_window or known_window(model)
+        self._window, self.window_origin = _window(model, context_window)
         # A key given here, else read from `api_key_env` (in `environ`) at every request.
         self._key = ApiKey(api_key, api_key_env, environ)
         self._headers = {"anthropic-version": API_VERSION, **(headers or {})}

@@ -79,7 +79,8 @@ class OllamaBackend:
         first_byte_timeout: float | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.base_url = str(httpx.URL(base_url.rstrip("/")))
+        # An OpenAI-style URL (`…:11434/v1`) names the same server: the native API is at its root.
+        self.base_url = str(httpx.URL(base_url.rstrip("/").removesuffix("/v1")))
         self.model = model
         self.retry = retry
         self.think = think  # Ollama's `think` (True/False, or "low"/"medium"/"high"); None: omit
@@ -206,6 +207,18 @@ class OllamaBackend:
                 self._discovered = True
         known = [n for n in (self._num_ctx, self._trained) if n is not None]
         return min(known) if known else None
+
+    @property
+    def window_origin(self) -> str:
+        """Where the window `context_window()` gives comes from, for a person."""
+        sent = self._num_ctx
+        if sent is None:
+            return f"the server (POST {self.base_url}/api/show)" if self._trained else ""
+        if self._trained is not None and self._trained < sent:
+            return f"the model's trained length (POST {self.base_url}/api/show)"
+        if self._configured_num_ctx:
+            return "the configuration file (sent as num_ctx)"
+        return f"the num_ctx sent to the server (POST {self.base_url}/api/show)"
 
     def _settle(self, show: Any) -> None:
         """Choose the num_ctx to send from what the server told (see the module docstring)."""

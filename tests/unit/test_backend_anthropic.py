@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from acp_server.backends import catalog
 from acp_server.backends._http import RetryPolicy
 from acp_server.backends.anthropic import AnthropicBackend, known_window
 from acp_server.messages import (
@@ -524,15 +525,29 @@ async def test_a_context_overflow_is_not_retried(llm: MockLLM, make: Any) -> Non
         ("anthropic/claude-haiku-4-5", 200_000),
         ("claude-instant-1.2", 100_000),
         ("claude-2.0", 100_000),
-        ("gpt-4.1", None),
+        ("claude-9-unheard-of", 200_000),
+        ("some-gateway-model", None),
     ],
 )
 async def test_the_window_comes_from_the_table(make: Any, model: str, window: int | None) -> None:
     assert known_window(model) == window
-    assert await make("https://api.test", model=model).context_window() == window
+    backend = make("https://api.test", model=model)
+    facts = catalog.lookup(model)
+    expected = facts.window if facts is not None else window
+    assert await backend.context_window() == expected
+    assert backend.window_origin == (
+        facts.source if facts else "the documented window of its model family" if window else ""
+    )
+
+
+async def test_a_model_of_the_catalogue_gets_its_window_and_says_where_from(make: Any) -> None:
+    backend = make("https://api.test", model="claude-sonnet-4-5")
+    assert await backend.context_window() == 200_000
+    assert backend.window_origin.startswith("the model catalogue (LiteLLM ")
 
 
 async def test_a_configured_window_wins(make: Any) -> None:
     backend = make("https://api.test", context_window=1_000_000)
     assert await backend.context_window() == 1_000_000
+    assert backend.window_origin == "the configuration file"
     assert backend.label == f"anthropic:{MODEL}"
