@@ -287,7 +287,9 @@ class Session(ModelChoosing, CommandServing):
         from acp_server.agent.turn_context import SessionContext
 
         if self._context is None:
-            self._context = SessionContext.made(self._settings, self._spending)
+            entry = self.choice.entry if self.choice is not None else None
+            settings = entry.budget_settings(self._settings) if entry else self._settings
+            self._context = SessionContext.made(settings, self._spending)
             self._spending = self._context.spending  # the session's, across model switches
         return self._context
 
