@@ -1,6 +1,7 @@
 """The Ollama backend: native `POST {base_url}/api/chat`, streamed as NDJSON.
 
-One round is one streamed request (the dialect lives in `_ollama_wire`). Around it, as in the
+One round is one streamed request (the dialect lives in `_ollama_wire`); its prompt count, when
+the server's cache made it net, is made whole again (`ollama_cache`). Around it, as in the
 OpenAI backend: inline `<tool_call>` markup is recovered from the text (`textcalls.CallRecovery`;
 small local models often write calls as text), a `<think>…</think>` block opening the content
 (older servers) becomes thoughts and a reply that was only thinking is shown as the answer
@@ -48,9 +49,10 @@ from acp_server.backends._ollama_wire import (
 )
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
+from acp_server.backends.ollama_cache import PromptCache
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.textcalls import CallRecovery
-from acp_server.messages import Event, Finish, ModelRequest
+from acp_server.messages import Event, Finish, ModelRequest, Usage
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,7 @@ class OllamaBackend:
         self._headers = dict(headers or {})
         self._images = ImageInput(images)  # False: notes; settled by /api/show when unknown
         self._recovery = CallRecovery()
+        self._cache = PromptCache()  # prompt counts net of the server's cache made whole
         self._id_prefix = f"call_{uuid.uuid4().hex[:8]}_"
         self._ids = itertools.count()
 
@@ -138,6 +141,8 @@ class OllamaBackend:
         try:
             async for line in lines(response):
                 for event in parser.feed(line):
+                    if isinstance(event, Usage):
+                        event = self._cache.read(request.system, request.messages, event)
                     yield event
                 if parser.done:
                     break

@@ -104,3 +104,20 @@ async def test_a_configured_window_wins_for_every_dialect(
             assert turn.stop == "end_turn", turn.text
         assert mock.invalid == []
         assert sizes(reader) == {60_000}
+
+
+async def test_thirty_turns_on_ollama_whose_prompt_counts_are_net_of_its_cache(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    """Older Ollama counts only the prompt tokens its cache did not hold: a count far below
+    what was sent is no cut, and the window stays the one the agent sends as num_ctx."""
+    async with MockLLM(strict_dialect=True, cache_net=True) as mock:
+        mock.set(model="qwen3:8b", context_length=40_960, num_ctx=None)  # no Modelfile num_ctx
+        names = write_files(tmp_path, 5, 4000)
+        reader = await session_on(server_factory, mock, tmp_path, "ollama:qwen3:8b")
+        await thirty_turns(reader, names)
+        assert mock.invalid == []
+        assert sizes(reader) == {32_768}  # the num_ctx sent (the trained length is larger)
+        chats = [r.json for r in mock.chat_requests]
+        assert {b["options"]["num_ctx"] for b in chats} == {32_768}
+        assert not any("dropped the start" in t.text for t in reader.turns)
