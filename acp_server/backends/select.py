@@ -295,6 +295,7 @@ async def probe_local(
                 for m in models
                 if isinstance(m, dict) and isinstance(n := m.get("name") or m.get("id"), str) and n
             ]
+            names = [n for n in names if redaction.redact(n) == n]  # never a listed secret
             if names:
                 log.info("using %s model %s found at %s", dialect, names[0], base)
                 return ModelSpec(dialect, names[0]), base

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from acp_server import redaction
 from acp_server.backends.catalog import ModelFacts, lookup
 from acp_server.config.file import Config, ModelConfig, Price, Provider, builtin_providers
 from acp_server.errors import InvalidParams
@@ -288,7 +289,12 @@ def model_option(catalogue: Catalogue, current: ModelEntry) -> dict[str, Any]:
         entries.append(current)  # a chosen model not listed (yet): shown all the same
     groups: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
-        value = {"value": entry.value, "name": entry.name, "description": entry.description()}
+        # Names and descriptions may come from a model server: hidden like its error bodies.
+        value = {
+            "value": entry.value,
+            "name": redaction.redact(entry.name),
+            "description": redaction.redact(entry.description()),
+        }
         groups.setdefault(entry.provider.name, []).append(value)
     return {
         "id": MODEL_OPTION,

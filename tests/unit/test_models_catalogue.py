@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from acp_server import redaction
 from acp_server.config.file import Config, ModelConfig, Price, load_config
 from acp_server.errors import InvalidParams
 from acp_server.models.carryover import Target
@@ -17,6 +18,7 @@ from acp_server.models.catalogue import (
     ModelChoiceError,
     UnknownModel,
     build_catalogue,
+    model_option,
     model_options,
     model_values,
     parse_level,
@@ -270,3 +272,12 @@ def configured_text(text: str) -> Config:
 
     with tempfile.TemporaryDirectory() as folder:
         return configured(Path(folder), text)
+
+
+def test_a_name_holding_a_secret_never_reaches_the_model_option() -> None:
+    secret = "sk-option-secret-0123456789"
+    redaction.remember_secret(secret)
+    catalogue = build_catalogue([f"ollama:echo-{secret}"], no_file())
+    option = model_option(catalogue, catalogue.entries[0])
+    (shown,) = option["options"][0]["options"]
+    assert secret not in shown["name"] and secret not in shown["description"]
