@@ -27,6 +27,7 @@ import json
 import logging
 from typing import Any
 
+from acp_server.backends import _json
 from acp_server.backends._http import BackendError, error_from_payload
 from acp_server.backends._sse import SseEvent
 from acp_server.backends.images import TOOL_IMAGES_INTRO, attached_note
@@ -198,7 +199,7 @@ class ChunkParser:
             self.done = True
             return []
         try:
-            chunk = json.loads(sse.data)
+            chunk = _json.loads(sse.data)
         except ValueError:
             if sse.event == "error":
                 failure = error_from_payload({"error": sse.data[:500]})
