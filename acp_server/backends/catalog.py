@@ -50,7 +50,7 @@ class ModelFacts:
     def source(self) -> str:
         """Where these facts come from, for a person."""
         origin = source()
-        return f"{origin} ({self.doc})" if self.doc else origin
+        return f"{origin}, which cites {self.doc}" if self.doc else origin
 
 
 @functools.cache

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from acp_server.backends import window_origin
 from acp_server.backends.discover import ollama_model
 from acp_server.backends.providers import HOSTED, Provider
 from acp_server.backends.select import from_provider, missing_provider_key
@@ -183,9 +184,7 @@ async def model_checks(
     """The model is there; its window; whether it calls tools, where that is known."""
     if listing.models is not None and not served(entry.model, listing.models, entry.dialect):
         return [_absent(entry, listing.models)]
-    window, source = entry.window, "configured"
-    if window is None:
-        window, source = await _server_window(entry, env), "from the server"
+    window, source = await _window(entry, env)
     tools = await _tools(client, entry)
     checks = [ok(f"Model {entry.value}: {_facts(window, source, tools)}")]
     if window is None:
@@ -198,7 +197,7 @@ async def model_checks(
 def _facts(window: int | None, source: str, tools: bool | None) -> str:
     parts = ["served"]
     if window is not None:
-        parts.append(f"context window {window:,} tokens ({source})")
+        parts.append(f"context window {window:,} tokens, {source}")
     if tools:
         parts.append("calls tools (its server says so)")
     elif tools is None:
@@ -216,8 +215,8 @@ def _absent(entry: ModelEntry, listed: Sequence[str]) -> Check:
 
 def _unknown_window(entry: ModelEntry) -> Check:
     return warn(
-        f"Model {entry.value}: its server does not say how long a context it takes, so the "
-        "agent assumes 8,192 tokens",
+        f"Model {entry.value}: neither its server nor the model catalogue says how long a "
+        "context it takes, so the agent assumes 8,192 tokens",
         f'Set it: `window = N` under the [[models]] entry with id = "{entry.model}" in the '
         "configuration file, or --context-window N.",
     )
@@ -231,13 +230,17 @@ def _no_tools(entry: ModelEntry) -> Check:
     )
 
 
-async def _server_window(entry: ModelEntry, env: Mapping[str, str]) -> int | None:
-    """The window as the agent itself would learn it (the backend's own discovery)."""
-    backend = from_provider(entry.provider, entry.model, env)
+async def _window(entry: ModelEntry, env: Mapping[str, str]) -> tuple[int | None, str]:
+    """(window, where it comes from) as the agent itself would learn it, in its order: the
+    configuration file, what the server reports, the model catalogue (the backend's own)."""
+    backend = from_provider(entry.provider, entry.model, env, window=entry.window)
     try:
-        return await asyncio.wait_for(backend.context_window(), TIMEOUT)
-    except (TimeoutError, httpx.HTTPError):
-        return None
+        window = await asyncio.wait_for(backend.context_window(), TIMEOUT)
+    except (TimeoutError, httpx.HTTPError):  # the server did not answer: what is known so far
+        window, source = entry.known_window()
+        return window, f"from the {'configuration file' if source == 'configured' else source}"
+    else:
+        return window, f"from {window_origin(backend) or 'the server'}"
     finally:
         closing = getattr(backend, "aclose", None)
         if closing is not None:
