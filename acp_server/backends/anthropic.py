@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 API_VERSION = "2023-06-01"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+DEFAULT_MAX = 8192  # the reply's cap for a model the catalogue does not know
 # (model id prefix, window in tokens), first match wins. Every current Claude model has 200k by
 # default (Sonnet 4/4.5's 1M window needs a beta header: pass `context_window=` for it).
 WINDOWS = (
@@ -84,7 +85,7 @@ class AnthropicBackend:
         api_key_env: str | None = None,
         environ: Mapping[str, str] | None = None,
         images: bool | None = None,
-        max_tokens: int = 8192,
+        max_tokens: int | None = None,
         thinking_budget: int | None = None,
         adaptive_thinking: bool = False,
         context_window: int | None = None,
@@ -98,7 +99,10 @@ class AnthropicBackend:
         base = base_url.rstrip("/")
         self.url = str(httpx.URL(base if base.endswith("/v1") else f"{base}/v1")) + "/messages"
         self.model = model
-        self.max_tokens = max_tokens
+        # The reply's cap when a request sets none (the API needs one): the model's output
+        # limit from the catalogue, else 8,192 (a long file edit needs more than the old 4K).
+        facts = lookup(model)
+        self.max_tokens = max_tokens or (facts.output if facts and facts.output else DEFAULT_MAX)
         self.thinking_budget = thinking_budget
         self.adaptive_thinking = adaptive_thinking  # Claude 4.6 and later: `{"type": "adaptive"}`
         self.retry = retry

@@ -198,7 +198,8 @@ async def test_defaults_and_a_base_url_with_v1(make: Any) -> None:
     assert str(seen[0].url) == "https://proxy.test/v1/messages"
     assert "x-api-key" not in seen[0].headers
     body = json.loads(seen[0].content)
-    assert body["max_tokens"] == 8192 and "tools" not in body and "thinking" not in body
+    assert body["max_tokens"] == 64_000  # Sonnet 4.5's output limit
+    assert "tools" not in body and "thinking" not in body
 
 
 async def test_image_tool_results_and_system_messages(llm: MockLLM, make: Any) -> None:
@@ -249,7 +250,7 @@ async def test_signed_thinking_goes_back_unchanged_with_the_tool_calls(
     await collect(backend, follow)
     first_body, second_body = (r.json for r in llm.chat_requests)
     assert first_body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
-    assert first_body["max_tokens"] == 8192
+    assert first_body["max_tokens"] == 64_000
     assert second_body["thinking"] == first_body["thinking"]
     assert second_body["messages"][1] == {
         "role": "assistant",
@@ -261,7 +262,7 @@ async def test_no_private_data_without_tool_calls(llm: MockLLM, make: Any) -> No
     llm.queue({"thought": "Easy.", "text": "Hi."})
     events = await collect(make(llm.url, thinking_budget=1024))
     assert not any(isinstance(e, PrivateData) for e in events)
-    assert llm.chat_requests[0].json["max_tokens"] == 8192
+    assert llm.chat_requests[0].json["max_tokens"] == 64_000
 
 
 async def test_thinking_is_left_off_when_the_pending_calls_lost_their_thinking(

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from acp_server.backends import catalog, window_origin
+from acp_server.backends.anthropic import AnthropicBackend
 from acp_server.backends.openai import OpenAIBackend
 from acp_server.messages import ModelRequest, text_message
 
@@ -146,3 +147,11 @@ async def test_other_models_keep_max_tokens(make: Any) -> None:
         pass
     assert server.bodies[0]["max_tokens"] == 900
     assert "max_completion_tokens" not in server.bodies[0]
+
+
+def test_claudes_reply_cap_is_its_output_limit() -> None:
+    assert AnthropicBackend("https://api.test", "claude-sonnet-4-5").max_tokens == 64_000
+    assert AnthropicBackend("https://api.test", "gateway-model").max_tokens == 8192
+    assert (
+        AnthropicBackend("https://api.test", "claude-sonnet-4-5", max_tokens=500).max_tokens == 500
+    )
