@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from acp_server import redaction
 from acp_server.backends import Backend, window_origin
-from acp_server.backends.local import INSTALL
+from acp_server.backends.local import CONTEXT_ENV, INSTALL
 from acp_server.backends.providers import HOSTED as HOSTED
 from acp_server.backends.providers import Hosted, Provider, builtin_providers
 from acp_server.backends.providers import ollama_url as ollama_url
@@ -193,6 +193,8 @@ def from_provider(
             return OllamaBackend(provider.base_url, model, num_ctx=window, **common)
         return OpenAIBackend(provider.base_url, model, window=window, **common)
     if provider.dialect == "local":
+        if window and not env.get(CONTEXT_ENV):  # the file's window, unless the variable says
+            env = {**env, CONTEXT_ENV: str(window)}
         return _local(model, env)
     if provider.dialect == "ollama":
         from acp_server.backends.ollama import OllamaBackend

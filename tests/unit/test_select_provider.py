@@ -7,6 +7,8 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import pytest
+
 from acp_server import redaction
 from acp_server.backends import select
 from acp_server.backends.anthropic import AnthropicBackend
@@ -143,3 +145,15 @@ async def test_an_ollama_provider_whose_url_ends_in_v1_posts_to_the_native_api(
     events = await collect(backend)
     assert not any(isinstance(e, StreamError) for e in events), events
     assert [r.path for r in mock_llm.chat_requests] == ["/api/chat"]
+
+
+async def test_the_embedded_model_takes_the_configured_window() -> None:
+    provider = builtin_providers({})["local"]
+    backend = select.from_provider(provider, "smollm2", {}, window=4096)
+    if isinstance(backend, UnconfiguredBackend):
+        pytest.skip("the `local` extra is not installed")
+    assert await backend.context_window() == 4096
+    env = {"ACP_SERVER_LOCAL_CONTEXT": "2048"}  # the variable says otherwise: it wins
+    assert (
+        await select.from_provider(provider, "smollm2", env, window=4096).context_window() == 2048
+    )
