@@ -121,3 +121,31 @@ async def test_thirty_turns_on_ollama_whose_prompt_counts_are_net_of_its_cache(
         chats = [r.json for r in mock.chat_requests]
         assert {b["options"]["num_ctx"] for b in chats} == {32_768}
         assert not any("dropped the start" in t.text for t in reader.turns)
+
+
+async def test_a_spent_quota_is_shown_at_once_never_retried(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    quota = {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan and billing "
+            "details.",
+            "type": "insufficient_quota",
+            "param": None,
+            "code": "insufficient_quota",
+        }
+    }
+    async with MockLLM(strict_dialect=True) as mock:
+        mock.queue({"fault": "status", "status": 429, "retry_after": 1, "body": quota})
+        reader = await session_on(
+            server_factory, mock, tmp_path, "openai:gpt-4.1", ACP_SERVER_RETRY_ATTEMPTS="4"
+        )
+        turn = await reader.prompt("Hello")
+        assert len(mock.chat_requests) == 1  # asked once, not four times over a minute
+        assert "You exceeded your current quota" in turn.text, turn.text
+        assert "retrying would not help" in turn.text
+        assert "retrying in" not in turn.text
+        limited = {"fault": "status", "status": 429, "retry_after": 0, "message": "Slow down"}
+        mock.queue(limited, {"text": "Fine."})
+        turn = await reader.prompt("Hello again")  # a rate limit still waits and retries
+        assert "Fine." in turn.text and len(mock.chat_requests) == 3
