@@ -33,7 +33,7 @@ from acp_server.backends._http import (
     send,
 )
 from acp_server.backends._sse import sse_events
-from acp_server.backends.catalog import lookup
+from acp_server.backends.catalog import ModelFacts, lookup_at
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.messages import Event, Finish, ModelRequest
@@ -62,11 +62,10 @@ def known_window(model: str) -> int | None:
     return None
 
 
-def _window(model: str, configured: int | None) -> tuple[int | None, str]:
+def _window(model: str, configured: int | None, facts: ModelFacts | None) -> tuple[int | None, str]:
     """(window, where it comes from): configured, else the catalogue's, else this table's."""
     if configured:
         return configured, "the configuration file"
-    facts = lookup(model)
     if facts is not None and facts.window:
         return facts.window, facts.source
     window = known_window(model)
@@ -99,15 +98,15 @@ class AnthropicBackend:
         base = base_url.rstrip("/")
         self.url = str(httpx.URL(base if base.endswith("/v1") else f"{base}/v1")) + "/messages"
         self.model = model
+        facts = lookup_at(model, base)
         # The reply's cap when a request sets none (the API needs one): the model's output
         # limit from the catalogue, else 8,192 (a long file edit needs more than the old 4K).
-        facts = lookup(model)
         self.max_tokens = max_tokens or (facts.output if facts and facts.output else DEFAULT_MAX)
         self.thinking_budget = thinking_budget
         self.adaptive_thinking = adaptive_thinking  # Claude 4.6 and later: `{"type": "adaptive"}`
         self.retry = retry
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
-        self._window, self.window_origin = _window(model, context_window)
+        self._window, self.window_origin = _window(model, context_window, facts)
         # A key given here, else read from `api_key_env` (in `environ`) at every request.
         self._key = ApiKey(api_key, api_key_env, environ)
         self._headers = {"anthropic-version": API_VERSION, **(headers or {})}

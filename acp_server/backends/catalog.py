@@ -13,6 +13,10 @@ prefix (`openai/gpt-4.1`, `models/gemini-2.5-pro`), then without a date or `-lat
 A window here is the most *input* the vendor takes (LiteLLM's `max_input_tokens`): for a model
 whose output has its own allowance that is the conservative reading.
 
+On a server of this machine or network (`lookup_at`), only the models nobody runs themselves
+are looked up (OpenAI's, Claude, Gemini: there it is a proxy in front of the vendor's API): a
+local Qwen, Llama or Mistral runs with the window its server gives it, not the vendor's.
+
 OpenAI's reasoning models (gpt-5, o1/o3/o4 and what follows) refuse `max_tokens` and any
 temperature but the default: `openai_reasoning(model)` says so for a model the table lacks too.
 """
@@ -26,7 +30,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from acp_server.backends.providers import is_local_url
+
 DATA = "model_catalogue.json"
+PROPRIETARY = ("openai", "anthropic")  # vendors whose models run on their own API only
 _SUFFIX = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|-latest|@[\w.-]+)$")
 _OPENAI_REASONING = re.compile(r"^(o\d+(-|$)|gpt-5|gpt-6|codex-)")
 
@@ -76,6 +83,15 @@ def lookup(model: str) -> ModelFacts | None:
         if isinstance(entry, dict):
             return _facts(key, entry)
     return None
+
+
+def lookup_at(model: str, base_url: str) -> ModelFacts | None:
+    """`lookup` for a model served at `base_url` (see the module docstring)."""
+    facts = lookup(model)
+    if facts is None or not is_local_url(base_url):
+        return facts
+    hosted_only = facts.vendor in PROPRIETARY or facts.key.startswith("gemini")
+    return facts if hosted_only else None
 
 
 def candidates(model: str) -> list[str]:

@@ -25,7 +25,6 @@ nothing, and why is logged at debug level.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from acp_server.backends._http import tls_verify
 from acp_server.backends._ollama_wire import capabilities, planned_num_ctx, trained_length
 from acp_server.backends.ollama import DEFAULT_NUM_CTX
 from acp_server.backends.openai import window_from_models, window_from_props
-from acp_server.backends.providers import ModelConfig, Provider
+from acp_server.backends.providers import ModelConfig, Provider, is_local_host
 from acp_server.thought import guess
 
 log = logging.getLogger(__name__)
@@ -119,17 +118,7 @@ def _self_hosted(provider: Provider) -> bool:
     host = urlsplit(provider.base_url).hostname or ""
     if provider.dialect == "ollama":
         return not host.endswith("ollama.com")
-    return provider.dialect == "openai" and _local(host)
-
-
-def _local(host: str) -> bool:
-    if host == "localhost" or host.endswith((".local", ".localhost")):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private
+    return provider.dialect == "openai" and is_local_host(host)
 
 
 def _origin(url: str) -> str:

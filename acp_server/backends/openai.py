@@ -43,7 +43,7 @@ from acp_server.backends._http import (
 )
 from acp_server.backends._openai_wire import ChunkParser, completion_events, payload
 from acp_server.backends._sse import sse_events
-from acp_server.backends.catalog import ModelFacts, lookup, openai_reasoning
+from acp_server.backends.catalog import ModelFacts, lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
@@ -78,7 +78,7 @@ class OpenAIBackend:
     ) -> None:
         self.base_url = str(httpx.URL(base_url.rstrip("/")))
         self.model = model
-        self.facts = facts if facts is not None else lookup(model)
+        self.facts = facts if facts is not None else lookup_at(model, self.base_url)
         self.limit_field = "max_completion_tokens" if openai_reasoning(model) else "max_tokens"
         self.retry = retry
         # A key given here, else read from `api_key_env` (in `environ`) at every request; the

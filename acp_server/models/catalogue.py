@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from acp_server import redaction
-from acp_server.backends.catalog import ModelFacts, lookup
+from acp_server.backends.catalog import ModelFacts, lookup_at
 from acp_server.config.file import Config, ModelConfig, Price, Provider, builtin_providers
 from acp_server.errors import InvalidParams
 from acp_server.settings import Settings
@@ -208,7 +208,8 @@ def split_value(text: str, providers: Mapping[str, Provider]) -> tuple[str, str]
 
 def _entry(m: ModelConfig, provider: Provider, origin: str) -> ModelEntry:
     levels, adaptive = guess(provider.dialect, m.id)
-    facts = lookup(m.id) if provider.dialect in CATALOGUED_DIALECTS else None
+    catalogued = provider.dialect in CATALOGUED_DIALECTS
+    facts = lookup_at(m.id, provider.base_url) if catalogued else None
     images = m.images if m.images is not None or facts is None else facts.images
     return ModelEntry(
         value=m.value,

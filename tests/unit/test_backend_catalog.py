@@ -155,3 +155,18 @@ def test_claudes_reply_cap_is_its_output_limit() -> None:
     assert (
         AnthropicBackend("https://api.test", "claude-sonnet-4-5", max_tokens=500).max_tokens == 500
     )
+
+
+def test_on_a_local_server_only_models_nobody_runs_themselves_are_looked_up() -> None:
+    local, hosted = "http://127.0.0.1:1234/v1", "https://api.deepseek.com/v1"
+    assert catalog.lookup_at("deepseek-chat", hosted) is not None
+    assert catalog.lookup_at("deepseek-chat", local) is None  # its server gives its window
+    assert catalog.lookup_at("gemma-3-27b-it", "http://192.168.1.20:8080/v1") is None
+    for model in ("gpt-4.1", "claude-sonnet-4-5", "gemini-2.5-pro"):  # a local proxy
+        assert catalog.lookup_at(model, local) is not None, model
+
+
+async def test_a_local_server_that_tells_no_window_is_not_given_a_vendors() -> None:
+    backend = OpenAIBackend("http://127.0.0.1:9/v1", "deepseek-chat")
+    assert backend.facts is None
+    await backend.aclose()
