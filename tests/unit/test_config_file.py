@@ -201,6 +201,11 @@ def test_more_mistakes_each_named(tmp_path: Path) -> None:
         '[[models]]\nprovider = "openai"\nid = "a"\n[[models]]\nprovider = "openai"\nid = "a"\n',
     )
     assert twice == "line 6, `models[1].id`: openai:a is listed twice"
+    reserve = only_problem(
+        tmp_path,
+        '[[models]]\nprovider = "openai"\nid = "a"\nwindow = 8000\nreply_reserve = 4000\n',
+    )
+    assert reserve.startswith("line 5, `models[0].reply_reserve`: the reply reserve (4,000)")
 
 
 def test_the_error_says_what_to_do_and_lists_every_problem(tmp_path: Path) -> None:
