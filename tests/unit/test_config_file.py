@@ -254,6 +254,15 @@ def test_the_effective_configuration_is_shown_without_secrets(tmp_path: Path) ->
     assert parsed["default_mode"] == "accept_edits"
 
 
+def test_a_model_without_a_window_is_shown_with_the_catalogues(tmp_path: Path) -> None:
+    text = '[[models]]\nprovider = "openai"\nid = "gpt-4.1"\n'
+    text += '[[models]]\nprovider = "openai"\nid = "o3"\nwindow = 100000\n'
+    shown = render_effective(load_config(write(tmp_path, text), {}), {})
+    assert "# window: 1,047,576 tokens unless its server says, from the model catalogue" in shown
+    assert shown.count("# window:") == 1  # o3's own window is shown as configured
+    assert tomllib.loads(shown)["models"][1]["window"] == 100000
+
+
 def test_the_schema_lists_what_the_code_knows() -> None:
     schema = json.loads((schema_dir() / "config.schema.json").read_text(encoding="utf-8"))
     model = schema["$defs"]["model"]["properties"]
