@@ -19,6 +19,7 @@ from acp_server.backends.select import from_provider, missing_provider_key
 from acp_server.doctor import Check, fail, ok, warn
 from acp_server.models.catalogue import ModelEntry
 from acp_server.redaction import redact
+from acp_server.settings import CONTEXT_WINDOW_ENV
 
 TIMEOUT = 3.0  # seconds for each request
 ANTHROPIC_VERSION = "2023-06-01"
@@ -184,7 +185,7 @@ async def model_checks(
     """The model is there; its window; whether it calls tools, where that is known."""
     if listing.models is not None and not served(entry.model, listing.models, entry.dialect):
         return [_absent(entry, listing.models)]
-    window, source = await _window(entry, env)
+    window, source = _capped(*await _window(entry, env), env)
     tools = await _tools(client, entry)
     checks = [ok(f"Model {entry.value}: {_facts(window, source, tools)}")]
     if window is None:
@@ -192,6 +193,16 @@ async def model_checks(
     if tools is False:
         checks.append(_no_tools(entry))
     return checks
+
+
+def _capped(window: int | None, source: str, env: Mapping[str, str]) -> tuple[int | None, str]:
+    """ACP_SERVER_CONTEXT_WINDOW caps the window wherever it came from (the smaller wins)."""
+    text = env.get(CONTEXT_WINDOW_ENV, "").strip()
+    cap = int(text) if text.isdigit() and int(text) > 0 else None
+    if cap is None or (window is not None and window <= cap):
+        return window, source
+    was = f" ({window:,} {source})" if window is not None else ""
+    return cap, f"as {CONTEXT_WINDOW_ENV} sets it{was}"
 
 
 def _facts(window: int | None, source: str, tools: bool | None) -> str:

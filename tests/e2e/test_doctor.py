@@ -121,6 +121,9 @@ async def test_a_hosted_model_whose_server_tells_no_window_gets_the_catalogues(
     assert code == 0, "\n".join(lines)
     found = line(lines, "✔ Model openai:gpt-4.1: served")
     assert "context window 1,047,576 tokens, from the model catalogue (LiteLLM " in found
+    code, lines, _ = await doctor({**env, "ACP_SERVER_CONTEXT_WINDOW": "50000"})
+    found = line(lines, "✔ Model openai:gpt-4.1: served")
+    assert "context window 50,000 tokens, as ACP_SERVER_CONTEXT_WINDOW sets it (1,047,576" in found
 
 
 async def test_a_server_that_is_down_is_said_with_what_to_do(clean_env: dict[str, str]) -> None:
