@@ -102,6 +102,8 @@ def facts(vendor: str, entry: dict[str, Any]) -> dict[str, Any]:
     if vendor == "openai" and reasoning:
         # OpenAI's reasoning models refuse `max_tokens` and any temperature but the default.
         out["params"] = {"limit": "max_completion_tokens", "temperature": False}
+    if entry.get("supports_adaptive_thinking"):
+        out["params"] = {"thinking": "adaptive"}  # Claude's `{"type": "adaptive"}` thinking
     if entry.get("source"):
         out["doc"] = entry["source"]
     return {k: v for k, v in out.items() if v is not None}

@@ -51,6 +51,7 @@ class ModelFacts:
     tools: bool | None = None
     completion_tokens: bool = False  # takes `max_completion_tokens`, never `max_tokens`
     temperature: bool = True  # takes a temperature other than the default
+    adaptive_thinking: bool = False  # Claude's `{"type": "adaptive"}` thinking
     doc: str | None = None  # the vendor page the entry cites
 
     @property
@@ -128,6 +129,7 @@ def _facts(key: str, entry: dict[str, Any]) -> ModelFacts:
         tools=entry.get("tools"),
         completion_tokens=params.get("limit") == "max_completion_tokens",
         temperature=params.get("temperature", True) is not False,
+        adaptive_thinking=params.get("thinking") == "adaptive",
         doc=entry.get("doc"),
     )
 

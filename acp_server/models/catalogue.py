@@ -207,9 +207,11 @@ def split_value(text: str, providers: Mapping[str, Provider]) -> tuple[str, str]
 
 
 def _entry(m: ModelConfig, provider: Provider, origin: str) -> ModelEntry:
-    levels, adaptive = guess(provider.dialect, m.id)
     catalogued = provider.dialect in CATALOGUED_DIALECTS
     facts = lookup_at(m.id, provider.base_url) if catalogued else None
+    levels, adaptive = guess(provider.dialect, m.id)
+    if not levels and facts is not None:
+        levels, adaptive = _catalogue_levels(provider.dialect, facts)
     images = m.images if m.images is not None or facts is None else facts.images
     return ModelEntry(
         value=m.value,
@@ -227,6 +229,21 @@ def _entry(m: ModelConfig, provider: Provider, origin: str) -> ModelEntry:
         origin=origin,
         facts=facts,
     )
+
+
+def _catalogue_levels(dialect: str, facts: ModelFacts) -> tuple[tuple[str, ...], bool]:
+    """Thought levels for a model the name table does not know but the catalogue says thinks:
+    a newer Claude (adaptive thinking when the catalogue says so), or an OpenAI reasoning model
+    (`reasoning_effort`). Other vendors' knobs differ: they are offered none."""
+    if not facts.reasoning:
+        return (), False
+    if dialect == "anthropic" and facts.vendor == "anthropic":
+        if facts.adaptive_thinking:
+            return ("off", "on", "low", "medium", "high"), True
+        return ("off", "low", "medium", "high"), False
+    if dialect == "openai" and facts.completion_tokens:
+        return ("low", "medium", "high"), False
+    return (), False
 
 
 # ----- display names ----------------------------------------------------------------------------

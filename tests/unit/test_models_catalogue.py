@@ -281,3 +281,12 @@ def test_a_name_holding_a_secret_never_reaches_the_model_option() -> None:
     option = model_option(catalogue, catalogue.entries[0])
     (shown,) = option["options"][0]["options"]
     assert secret not in shown["name"] and secret not in shown["description"]
+
+
+def test_a_thinking_model_the_name_table_lacks_gets_levels_from_the_catalogue() -> None:
+    catalogue = build_catalogue(
+        ["anthropic:claude-sonnet-5", "openai:gpt-4.1", "openai:deepseek-reasoner"], no_file()
+    )
+    sonnet, gpt, deepseek = catalogue.entries
+    assert sonnet.levels == ("off", "on", "low", "medium", "high") and sonnet.adaptive_thinking
+    assert gpt.levels == () and deepseek.levels == ()  # no thinking / another vendor's knob
