@@ -27,6 +27,7 @@ import httpx
 from acp_server.backends._http import BackendError, LazyClient, RetryPolicy, lines, retrying, send
 from acp_server.backends._responses_wire import DIALECT, EventParser, payload
 from acp_server.backends._sse import sse_events
+from acp_server.backends.catalog import lookup_at
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.messages import Event, ModelRequest
@@ -84,6 +85,8 @@ class ResponsesBackend:
         self._summaries = True  # False once the server refused reasoning summaries
         self._window = context_window
         self._window_known = context_window is not None
+        self.facts = lookup_at(model, self.base_url)  # api.openai.com's /models tells no window
+        self.window_origin = "the configuration file" if context_window else ""
 
     @property
     def label(self) -> str:
@@ -153,10 +156,18 @@ class ResponsesBackend:
             raise
 
     async def context_window(self) -> int | None:
-        """The configured window, else the one `/models` reports (cached once it answered)."""
+        """The configured window, else the one `/models` reports (cached once it answered),
+        else the model catalogue's (`catalog`); `window_origin` says which."""
         if not self._window_known:
             self._window, self._window_known = await self._discover_window()
-        return self._window
+            if self._window is not None:
+                self.window_origin = f"the server (GET {self.base_url}/models)"
+        if self._window is not None:
+            return self._window
+        if self.facts is not None and self.facts.window:
+            self.window_origin = self.facts.source
+            return self.facts.window
+        return None
 
     async def _discover_window(self) -> tuple[int | None, bool]:
         from acp_server.backends.openai import window_from_models

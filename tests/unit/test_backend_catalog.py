@@ -14,6 +14,7 @@ import pytest
 from acp_server.backends import catalog, window_origin
 from acp_server.backends.anthropic import AnthropicBackend
 from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.responses import ResponsesBackend
 from acp_server.messages import ModelRequest, text_message
 
 BASE = "http://llm.test/v1"
@@ -170,3 +171,20 @@ async def test_a_local_server_that_tells_no_window_is_not_given_a_vendors() -> N
     backend = OpenAIBackend("http://127.0.0.1:9/v1", "deepseek-chat")
     assert backend.facts is None
     await backend.aclose()
+
+
+async def test_the_responses_api_gets_the_catalogues_window_too() -> None:
+    def server(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"object": "list", "data": [{"id": "o3"}]})
+
+    backend = ResponsesBackend(
+        "https://api.openai.com/v1", "o3", transport=httpx.MockTransport(server)
+    )
+    try:
+        assert await backend.context_window() == 200_000
+        assert window_origin(backend).startswith("the model catalogue (LiteLLM ")
+    finally:
+        await backend.aclose()
+    configured = ResponsesBackend("https://api.openai.com/v1", "o3", context_window=50_000)
+    assert await configured.context_window() == 50_000
+    assert window_origin(configured) == "the configuration file"
