@@ -7,6 +7,7 @@ import json
 from acp_server.backends import _json
 from acp_server.backends._ollama_wire import LineParser
 from acp_server.backends._openai_wire import ChunkParser
+from acp_server.backends._responses_wire import EventParser
 from acp_server.backends._sse import SseEvent
 from acp_server.messages import TextDelta
 
@@ -31,3 +32,10 @@ def test_the_openai_and_ollama_parsers_replace_them() -> None:
     line = '{"message":{"role":"assistant","content":' + HALF_AN_EMOJI + '},"done":false}'
     ollama = LineParser(lambda: "call_1").feed(line)
     assert TextDelta("café \ufffd then") in ollama
+
+
+def test_the_responses_parser_replaces_them() -> None:
+    frame = '{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,'
+    frame += '"content_index":0,"delta":' + HALF_AN_EMOJI + ',"sequence_number":3}'
+    events = EventParser("gpt-5").feed(SseEvent(data=frame, event="response.output_text.delta"))
+    assert TextDelta("café \ufffd then") in events
