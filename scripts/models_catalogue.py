@@ -85,11 +85,11 @@ def select(table: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 continue
             if not entry.get("max_input_tokens") or name in out:
                 continue
-            out[name] = facts(vendor, entry)
+            out[name] = facts(vendor, name, entry)
     return out
 
 
-def facts(vendor: str, entry: dict[str, Any]) -> dict[str, Any]:
+def facts(vendor: str, name: str, entry: dict[str, Any]) -> dict[str, Any]:
     reasoning = bool(entry.get("supports_reasoning"))
     out: dict[str, Any] = {
         "vendor": vendor,
@@ -99,8 +99,9 @@ def facts(vendor: str, entry: dict[str, Any]) -> dict[str, Any]:
         "images": entry.get("supports_vision"),
         "tools": entry.get("supports_function_calling"),
     }
-    if vendor == "openai" and reasoning:
-        # OpenAI's reasoning models refuse `max_tokens` and any temperature but the default.
+    if vendor == "openai" and reasoning and "chat" not in name:
+        # OpenAI's reasoning models refuse `max_tokens` and any temperature but the default
+        # (the `-chat` variants are ChatGPT's models, which take no reasoning parameters).
         out["params"] = {"limit": "max_completion_tokens", "temperature": False}
     if entry.get("supports_adaptive_thinking"):
         out["params"] = {"thinking": "adaptive"}  # Claude's `{"type": "adaptive"}` thinking

@@ -35,7 +35,7 @@ from acp_server.backends.providers import is_local_url
 DATA = "model_catalogue.json"
 PROPRIETARY = ("openai", "anthropic")  # vendors whose models run on their own API only
 _SUFFIX = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|-latest|@[\w.-]+)$")
-_OPENAI_REASONING = re.compile(r"^(o\d+(-|$)|gpt-5|gpt-6|codex-)")
+_OPENAI_REASONING = re.compile(r"^(o[1-9](-|$)|gpt-([5-9]|\d\d)(?!\d)|codex-)")
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,8 @@ def candidates(model: str) -> list[str]:
 
 
 def openai_reasoning(model: str) -> bool:
-    """Whether `model` on an OpenAI-compatible wire is one of OpenAI's reasoning models."""
+    """Whether `model` is one of OpenAI's reasoning models (gpt-5 and later but its `-chat`
+    variants, o1, o3, o4-mini...): the catalogue's word, else OpenAI's naming."""
     facts = lookup(model)
     if facts is not None:
         return facts.completion_tokens

@@ -18,7 +18,6 @@ backend. `context_window()`: the configured window, else what `GET {base_url}/mo
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from urllib.parse import urlsplit
 
@@ -27,7 +26,7 @@ import httpx
 from acp_server.backends._http import BackendError, LazyClient, RetryPolicy, lines, retrying, send
 from acp_server.backends._responses_wire import DIALECT, EventParser, payload
 from acp_server.backends._sse import sse_events
-from acp_server.backends.catalog import lookup_at
+from acp_server.backends.catalog import lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.messages import Event, ModelRequest
@@ -35,13 +34,11 @@ from acp_server.messages import Event, ModelRequest
 log = logging.getLogger(__name__)
 
 OPENAI_HOST = "api.openai.com"
-# OpenAI's reasoning models: gpt-5 and later (not the `-chat` variants), o1, o3, o4-mini, ...
-REASONING_MODEL = re.compile(r"(gpt-[5-9](?![\d])(?!.*-chat)|o[1-9](?![\d])).*")
 
 
 def reasons(model: str) -> bool:
     """Whether `model` is one of OpenAI's reasoning models (by its name)."""
-    return REASONING_MODEL.fullmatch(model.lower().rsplit("/", 1)[-1]) is not None
+    return openai_reasoning(model)  # the one rule: the catalogue's, else OpenAI's naming
 
 
 def needs_responses(base_url: str, model: str) -> bool:

@@ -64,6 +64,8 @@ def test_abilities_and_parameters() -> None:
         ("o4-mini", True),
         ("o9-preview", True),  # not in the table: OpenAI's naming says so
         ("gpt-5.9-unheard-of", True),
+        ("gpt-5-chat-latest", False),  # ChatGPT's model: no reasoning parameters
+        ("gpt-5.9-chat-latest", False),
         ("gpt-4.1", False),
         ("gpt-4o-mini", False),
         ("qwen3:8b", False),
