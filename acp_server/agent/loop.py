@@ -19,6 +19,14 @@ from typing import Any, Literal, Protocol
 
 from acp_server import updates
 from acp_server.agent.turn_context import TurnContext
+from acp_server.agent.turn_text import (
+    CANCELLED_RESULT,
+    CUT_OFF_CALL,
+    CUT_OFF_MARK,
+    CUT_OFF_RESULT,
+    CUT_OFF_TEXT,
+    EMPTY_REPLY,
+)
 from acp_server.backends import Backend
 from acp_server.messages import (
     ContextOverflow,
@@ -48,8 +56,6 @@ Emit = Callable[[updates.Update], None]
 Record = Callable[[Message], None]
 # (text, severity): a `notice` update when the client shows notices, else an agent message.
 Tell = Callable[[str, str], None]
-
-CANCELLED_RESULT = "The user cancelled this tool call before it finished."
 
 
 class ToolRunner(Protocol):
@@ -152,6 +158,7 @@ async def run_turn(turn: Turn) -> StopReason:
                 turn.failure = TurnFailure(reply.failure, reply.error)
                 return "max_tokens" if reply.finish == "length" else "end_turn"
             if reply.finish == "length":
+                _cut_off(turn, reply)
                 return "max_tokens"
             if reply.finish == "refusal":
                 return "refusal"
@@ -248,12 +255,16 @@ def _record(turn: Turn, reply: _Reply) -> None:
     saw; a round cancelled before the model said anything leaves nothing."""
     if reply.finish is not None:
         reply.calls = reply.assembler.calls(f"call_{uuid.uuid4().hex[:8]}_")
-    if reply.said_anything:
+    # An empty assistant message is rejected later by strict endpoints: it is not kept.
+    if reply.said_anything and (reply.text or reply.calls):
+        text = "".join(reply.text)
+        if reply.finish == "length" and text:
+            text += CUT_OFF_MARK
         _add(
             turn,
             Message(
                 role="assistant",
-                content=(TextPart("".join(reply.text)),) if reply.text else (),
+                content=(TextPart(text),) if text else (),
                 thought="".join(reply.thought),
                 tool_calls=tuple(reply.calls),
                 message_id=reply.message_id,
@@ -271,7 +282,20 @@ def _bad_ending(reply: _Reply) -> str | None:
             "The model ran out of output tokens while it was still thinking, before it wrote "
             "an answer. Try again, or raise the model's output token limit."
         )
+    if reply.finish in ("stop", "tool_calls") and not reply.text and not reply.calls:
+        return EMPTY_REPLY
     return None
+
+
+def _cut_off(turn: Turn, reply: _Reply) -> None:
+    """A round cut off by the output limit: the user is told, and a tool call it cut is
+    answered as cut off (it is never run: its arguments are incomplete)."""
+    if reply.text:
+        _tell(turn, CUT_OFF_TEXT, "warning")
+    for call in reply.calls:
+        _tell(turn, CUT_OFF_CALL.format(name=call.name), "warning")
+    for call_id in unanswered_calls(turn.history):
+        _add(turn, text_message("tool", CUT_OFF_RESULT, tool_call_id=call_id))
 
 
 class _Chunks:

@@ -42,6 +42,7 @@ from acp_server.context import (
 from acp_server.context.tokens import MESSAGE_OVERHEAD
 from acp_server.messages import (
     ContextOverflow,
+    Finish,
     Message,
     ModelRequest,
     StreamError,
@@ -264,6 +265,9 @@ class TurnContext:
                 if event.overflow is not None and self.summarizer is None:
                     self.budget.after_overflow(event.overflow)
                 raise SummaryFailed(event.message)
+            elif isinstance(event, Finish) and event.reason == "length":
+                # Half a summary would be taken for the whole conversation.
+                raise SummaryFailed("the summary was cut off by its output token limit")
         return "".join(text)
 
     def after_overflow(self, overflow: ContextOverflow) -> None:

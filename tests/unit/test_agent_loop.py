@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from acp_server.agent.loop import CANCELLED_RESULT, StopReason, Turn, run_turn
+from acp_server.agent.loop import StopReason, Turn, run_turn
+from acp_server.agent.turn_text import CANCELLED_RESULT
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.messages import history_problems, text_message
 from acp_server.permissions import Mode, Permissions, RuleStore

@@ -1,0 +1,24 @@
+"""What a turn says in words of its own: the results of tool calls that were not run, the mark
+kept on a reply cut off by the output limit, and what the user is told about such replies."""
+
+CANCELLED_RESULT = "The user cancelled this tool call before it finished."
+CUT_OFF_RESULT = (
+    "Not run: this tool call was cut off by the output token limit before it was complete. "
+    "Make the call again with less in it (for a large file, write it in parts)."
+)
+# Kept after a reply cut off by the output limit, so the model knows it did not finish it.
+CUT_OFF_MARK = "\n\n[This reply was cut off here by the output token limit.]"
+CUT_OFF_TEXT = (
+    "The reply was cut off: the model reached its output token limit before it finished. "
+    'Say "continue" to let it go on, or raise the limit (ACP_SERVER_REPLY_RESERVE, or the '
+    "model's reply_reserve in the configuration file)."
+)
+CUT_OFF_CALL = (
+    "The model's call to {name} was cut off by its output token limit before it was "
+    "complete, so it was not run. Ask it to continue in smaller steps, or raise the limit "
+    "(ACP_SERVER_REPLY_RESERVE, or the model's reply_reserve in the configuration file)."
+)
+EMPTY_REPLY = (
+    "The model sent an empty reply (no text and no tool call). Nothing was added to the "
+    "conversation; try again, or rephrase the request."
+)
