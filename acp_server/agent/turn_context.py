@@ -122,6 +122,7 @@ class SessionContext:
         self.spending = spending or Spending()
         self.warned = False  # the truncation warning is given once per session
         self.due = False  # compact before the next request (the truncation guard fired)
+        self._due_at = 0  # the window it was due for
         self._profile: tuple[tuple[int, tuple[str, ...]], ToolProfile] | None = None
         self._lookup: asyncio.Task[int | None] | None = None  # the window the server reports
 
@@ -132,6 +133,14 @@ class SessionContext:
         does not fit the window known so far (`settle`)."""
         if self.window.discovered is None and self._lookup is None:
             self._lookup = asyncio.create_task(reported_window(backend), name="window-lookup")
+
+    def compact_next(self) -> None:
+        """Compact before the next request: the window was just lowered."""
+        self.due, self._due_at = True, self.window.size
+
+    def compact_due(self) -> bool:
+        """A compaction is due, for the window as it still is (not one dropped since)."""
+        return self.due and self.window.size <= self._due_at
 
     @property
     def looking(self) -> bool:
@@ -219,7 +228,7 @@ class TurnContext:
         it cannot fit (the history is then untouched), else None."""
         self.begin(system, tools)
         fit = self.budget.fit(system, tools, history)
-        if fit.status == "compact" or (self.session.due and fit.status == "fits"):
+        if fit.status == "compact" or (self.session.compact_due() and fit.status == "fits"):
             await self.compact(history)
             fit = self.budget.fit(system, tools, history)
         self.fit = fit
@@ -274,7 +283,7 @@ class TurnContext:
         """The server refused the request as too long: learn the window, compact next."""
         before = self.budget.window.size
         self.budget.after_overflow(overflow, self.fit)
-        self.session.due = True
+        self.session.compact_next()
         log.info(
             "context: the server refused a request as too long; window %d -> %d tokens",
             before,
@@ -289,10 +298,17 @@ class TurnContext:
         if usage is not None:
             self.session.spending.add(self.price, usage)
         if usage is not None and usage.prompt_tokens > 0:
-            lowered = self.budget.after_round(fit, usage.prompt_tokens)
+            before = self.budget.window.size
+            lowered = self.budget.after_round(
+                fit, usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens
+            )
             if lowered is not None:
                 self._truncated(fit, usage.prompt_tokens)
+            elif self.budget.window.size > before:
+                log.info("context: the server read more than the window observed; it is dropped")
             used = usage.prompt_tokens + usage.completion_tokens
+            if lowered is None and usage.prompt_tokens + usage.cached_tokens < fit.used * 0.7:
+                used = fit.used + reply_tokens  # a count net of a prompt cache: the estimate
         else:
             used = fit.used + reply_tokens
         self._usage(used)
@@ -302,7 +318,7 @@ class TurnContext:
         self.emit(updates.usage(used, size, self.session.spending.shown))
 
     def _truncated(self, fit: Fit, kept: int) -> None:
-        self.session.due = True
+        self.session.compact_next()
         log.warning("context: the server kept %d of ~%d prompt tokens", kept, fit.used)
         if not self.session.warned:
             self.session.warned = True

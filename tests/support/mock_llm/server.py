@@ -48,9 +48,11 @@ class MockLLM:
     `window` refuses a prompt over that many tokens (counted by `view.count_tokens`) with the
     dialect's overflow error; `report_window` tells that window on the discovery endpoints;
     `cap_prompt_tokens` reports at most that many prompt tokens (a server that cut the prompt
-    silently); `responder(body)` answers when the queue is empty; `strict_tools` refuses a
-    history with an orphaned tool result or a call left without one; `strict_dialect` checks
-    each request as the real API of its endpoint does (`strict`)."""
+    silently); `cache_net` reports only the prompt tokens new since the previous request (a
+    prompt cache's count, as Ollama's prompt_eval_count); `responder(body)` answers when the
+    queue is empty; `strict_tools` refuses a history with an orphaned tool result or a call left
+    without one; `strict_dialect` checks each request as the real API of its endpoint does
+    (`strict`)."""
 
     # Writes each response; the relay benchmark swaps in one that notes when frames leave.
     response_writer: type[ResponseWriter] = ResponseWriter
@@ -61,6 +63,7 @@ class MockLLM:
         window: int | None = None,
         report_window: int | None = None,
         cap_prompt_tokens: int | None = None,
+        cache_net: bool = False,
         responder: Responder | None = None,
         strict_tools: bool = False,
         strict_dialect: bool = False,
@@ -72,6 +75,7 @@ class MockLLM:
         self.info: dict[str, Any] = {"model": "mock-model"}
         self.window = window
         self.cap_prompt_tokens = cap_prompt_tokens
+        self.cache_net = cache_net
         self.responder = responder
         self.strict_tools = strict_tools
         self.strict_dialect = strict_dialect  # each request checked as its real API does
@@ -252,6 +256,8 @@ class MockLLM:
         if plan.usage is not None and self.cap_prompt_tokens is not None:
             capped = min(plan.usage["prompt_tokens"], self.cap_prompt_tokens)
             plan.usage["prompt_tokens"] = capped
+        if plan.usage is not None and self.cache_net and len(self.counted) > 1:
+            plan.usage["prompt_tokens"] = max(1, prompt_tokens - self.counted[-2])
         model = str(body.get("model") or self.info["model"])
         if plan.thought and dialect is anthropic.DIALECT:
             plain = "" if self.strict_dialect else plan.signature
