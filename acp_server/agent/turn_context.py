@@ -1,8 +1,11 @@
 """The context steps of a turn: the core of `acp_server.context`, wired to a session.
 
-`SessionContext` is a session's budget (window, estimator, summary failures) and what it has
-told the user; the session makes it at the first turn and again when its backend is replaced.
-`TurnContext` is what one turn (or a `/compact`) does with it:
+`SessionContext` is a session's budget (window, estimator, summary failures), the lookup of
+the window the server reports (`window_lookup`) and what it has told the user; the session
+makes it at the first turn and again when its backend is replaced. `TurnContext` is what one
+turn (or a `/compact`) does with it. The loop asks it two coarse questions per round:
+`request` (the next request, fitted) and `took` (the round's reply: send it again?); below
+them:
 
 - `prepare` before every model request: fits / compact first / the fixed parts alone are too
   large (then the history is untouched and the returned text says which part, by how much);
@@ -21,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from acp_server import updates
+from acp_server.agent.compaction_view import Shown
+from acp_server.agent.spending import Spending
+from acp_server.agent.window_lookup import WindowLookup
 from acp_server.backends import Backend
 from acp_server.backends.providers import Price
 from acp_server.context import (
@@ -52,22 +57,10 @@ from acp_server.messages import (
 )
 from acp_server.settings import Settings
 
+if TYPE_CHECKING:
+    from acp_server.agent.round import Reply
+
 log = logging.getLogger(__name__)
-
-WINDOW_LOOKUP_SECONDS = 3.0
-
-
-async def reported_window(backend: Backend) -> int | None:
-    """The window the model server reports; None when it does not say (or fails to)."""
-    try:
-        # Not `asyncio.wait_for`: on Python 3.11 it swallows a cancel that arrives as the
-        # lookup finishes, and the cancelled turn would then run to its end.
-        async with asyncio.timeout(WINDOW_LOOKUP_SECONDS):
-            return await backend.context_window()
-    except (TimeoutError, Exception):
-        log.debug("context window lookup failed", exc_info=True)
-        return None
-
 
 Emit = Callable[[updates.Update], None]
 StoreHistory = Callable[[list[Message]], None]
@@ -79,7 +72,6 @@ RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep
 # is known (configured, reported or observed): the conservative default for an unknown one says
 # nothing about the model, and some hosted APIs reject `max_tokens` outright.
 CAPPED_WINDOW = 32_768
-CARD_TITLE = "Compacting conversation"
 TRUNCATION_WARNING = (
     "The model server read only about {kept:,} of the ~{sent:,} tokens it was sent, so it "
     "probably dropped the start of the conversation (the instructions and your task) without "
@@ -94,26 +86,6 @@ class SummaryFailed(Exception):
     """The summary round ended on an error (the compaction falls back to truncation)."""
 
 
-@dataclass
-class Spending:
-    """What a session has cost, in US dollars, from the tokens the servers reported and the
-    prices of the configuration file (per million tokens). It is the session's, so it outlives
-    the budget a model switch makes anew; it is not stored (a loaded session starts at zero)."""
-
-    amount: float = 0.0
-    priced: bool = False  # some round had a price: the cost is shown from then on
-
-    def add(self, price: Price | None, usage: Usage) -> None:
-        if price is not None:
-            spent = usage.prompt_tokens * price.input + usage.completion_tokens * price.output
-            self.amount += spent / 1_000_000
-            self.priced = True
-
-    @property
-    def shown(self) -> float | None:
-        return self.amount if self.priced else None
-
-
 class SessionContext:
     """One session's context: the budget, the tool profile, and what the user was told."""
 
@@ -124,15 +96,7 @@ class SessionContext:
         self.due = False  # compact before the next request (the truncation guard fired)
         self._due_at = 0  # the window it was due for
         self._profile: tuple[tuple[int, tuple[str, ...]], ToolProfile] | None = None
-        self._lookup: asyncio.Task[int | None] | None = None  # the window the server reports
-
-    def look_up(self, backend: Backend) -> None:
-        """Start asking the server for its window, unless it told already or is being asked.
-        The turn does not wait for it (two requests on a cold connection, before the first
-        reply could start): it is taken when it has answered, or awaited when the history
-        does not fit the window known so far (`settle`)."""
-        if self.window.discovered is None and self._lookup is None:
-            self._lookup = asyncio.create_task(reported_window(backend), name="window-lookup")
+        self._lookup = WindowLookup(self.window)  # the window the server reports
 
     def compact_next(self) -> None:
         """Compact before the next request: the window was just lowered."""
@@ -142,20 +106,17 @@ class SessionContext:
         """A compaction is due, for the window as it still is (not one dropped since)."""
         return self.due and self.window.size <= self._due_at
 
+    def look_up(self, backend: Backend) -> None:
+        """Start asking the server for its window (`window_lookup`), unless it told already."""
+        self._lookup.start(backend)
+
     @property
     def looking(self) -> bool:
-        return self._lookup is not None
+        return self._lookup.running
 
     async def settle(self, *, wait: bool) -> None:
         """Take the reported window once the lookup has answered (with `wait`, wait for it)."""
-        lookup = self._lookup
-        if lookup is None or not (wait or lookup.done()):
-            return
-        # Shielded: a cancelled turn must not cancel the lookup the session shares.
-        found = await asyncio.shield(lookup)
-        self._lookup = None
-        if found is not None:
-            self.window.discovered = found
+        await self._lookup.settle(wait=wait)
 
     @classmethod
     def made(cls, settings: Settings, spending: Spending | None) -> SessionContext:
@@ -208,6 +169,51 @@ class TurnContext:
         """The system prompt and tools of the requests to come (`prepare` sets them too)."""
         self._request = (system, tools)
 
+    async def request(
+        self,
+        system: str,
+        specs: Sequence[ToolSpec],
+        history: list[Message],
+        *,
+        note: str = "",
+        thought_level: str | None = None,
+    ) -> ModelRequest | str:
+        """The next model request, fitted to the window (compacted first when needed; `note`
+        is added to its system prompt alone); the problem for a person when it cannot fit."""
+        tools = await self.offer(system, specs, history)
+        problem = await self.prepare(system, tools, history)
+        if problem is not None:
+            return problem
+        return ModelRequest(
+            messages=tuple(history),
+            tools=tools,
+            system=system + note,
+            max_tokens=self.session.reply_limit(),
+            thought_level=thought_level,
+        )
+
+    async def took(self, reply: Reply, *, retry: bool) -> bool:
+        """Take a round's reply: True when the server refused the request as too long before
+        saying anything and `retry` allows one more (the window is learned, compact next);
+        else the truncation guard and the `usage_update`."""
+        if reply.overflow is not None and not reply.said_anything and retry:
+            self.after_overflow(reply.overflow)
+            return True
+        # The usage shown and the truncation guard count against the window the server
+        # reports (looked up beside the first request; by now it has usually answered).
+        await self.session.settle(wait=True)
+        self.after_round(reply.usage, self.budget.estimator.text("".join(reply.text)))
+        return False
+
+    async def compact_now(
+        self, system: str, specs: Sequence[ToolSpec], history: list[Message], focus: str
+    ) -> str:
+        """`/compact`: compact now, whatever the fit, for the window the server tells; the
+        one-line result for a person."""
+        await self.session.settle(wait=True)
+        self.begin(system, self.session.tools(system, specs))
+        return await self.compact(history, focus, manual=True)
+
     async def offer(
         self, system: str, specs: Sequence[ToolSpec], history: list[Message]
     ) -> tuple[ToolSpec, ...]:
@@ -237,7 +243,7 @@ class TurnContext:
     async def compact(self, history: list[Message], focus: str = "", manual: bool = False) -> str:
         """Compact `history` in place, shown and stored; the one-line result for a person."""
         system, tools = self._request
-        shown = _Shown(self.emit, self.compaction_updates)
+        shown = Shown(self.emit, self.compaction_updates)
         try:
             result = await compact(
                 self.budget, system, tools, history, self._summarize, focus=focus, manual=manual
@@ -341,64 +347,3 @@ class TurnContext:
     def _share(fit: Fit) -> int:
         """The least a tool result may keep: a share of the room for messages."""
         return int((fit.budget - fit.system - fit.tools) * RESULT_SHARE) - MESSAGE_OVERHEAD
-
-
-class _Shown:
-    """A compaction as the user sees it: `compaction_update`s when the client shows them,
-    else a tool-call card of kind `think`."""
-
-    def __init__(self, emit: Emit, native: bool) -> None:
-        self._emit = emit
-        self._native = native
-        self._id = f"compact_{uuid.uuid4().hex[:12]}"
-        if native:
-            emit(compaction_update(self._id, "in_progress"))
-        else:
-            emit(updates.tool_call(self._id, CARD_TITLE, name="compact", kind="think"))
-            emit(updates.tool_call_update(self._id, status="in_progress"))
-
-    def ended(self, status: str, line: str, summary: str = "") -> None:
-        if not self._native:
-            final = "completed" if status == "completed" else "failed"
-            content = [updates.text_content(line)]
-            self._emit(updates.tool_call_update(self._id, status=final, content=content))
-            return
-        for text in _chunks(summary or line) if status == "completed" else ():
-            self._emit(
-                {
-                    "sessionUpdate": "compaction_summary_chunk",
-                    "compactionId": self._id,
-                    "content": updates.text_block(text),
-                }
-            )
-        self._emit(compaction_update(self._id, status, error=line if status == "failed" else None))
-
-
-def compaction_update(compaction_id: str, status: str, **fields: Any) -> updates.Update:
-    update: updates.Update = {
-        "sessionUpdate": "compaction_update",
-        "compactionId": compaction_id,
-        "status": status,
-    }
-    update.update({k: v for k, v in fields.items() if v is not None})
-    return update
-
-
-def _chunks(text: str) -> list[str]:
-    """The summary in paragraphs, as it would have streamed."""
-    parts = text.split("\n\n")
-    return [p + ("\n\n" if i < len(parts) - 1 else "") for i, p in enumerate(parts) if p]
-
-
-def as_card(update: updates.Update) -> list[updates.Update]:
-    """A stored (terminal) `compaction_update`, for a client that does not show them: the same
-    compaction as a card of kind `think` (on replay)."""
-    summary = update.get("summary") or []
-    text = "".join(b.get("text", "") for b in summary if isinstance(b, dict))
-    status = "completed" if update.get("status") == "completed" else "failed"
-    card_id = str(update.get("compactionId"))
-    line = text or str(update.get("error") or "The compaction did not complete.")
-    return [
-        updates.tool_call(card_id, CARD_TITLE, name="compact", kind="think", status=status),
-        updates.tool_call_update(card_id, status=status, content=[updates.text_content(line)]),
-    ]

@@ -22,3 +22,17 @@ EMPTY_REPLY = (
     "The model sent an empty reply (no text and no tool call). Nothing was added to the "
     "conversation; try again, or rephrase the request."
 )
+# The last round of a turn at its request limit: appended to that request's system prompt.
+LAST_ROUND_NOTE = (
+    "\n\nThis turn has used all {n} model requests it may make. Do not call any tool now: "
+    "in a few sentences, tell the user what you did, where you stopped and what is left to do."
+)
+LIMIT_RESULT = "Not run: the turn had reached its limit of model requests."
+LIMIT_TEXT = (
+    "The turn stopped after {n} model requests, its limit (--max-turn-requests). Send a "
+    "message to let the agent go on."
+)
+THOUGHT_ONLY = (
+    "The model ran out of output tokens while it was still thinking, before it wrote an "
+    "answer. Try again, or raise the model's output token limit."
+)

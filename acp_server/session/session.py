@@ -45,7 +45,8 @@ from acp_server.tools.mcp_config import ServerConfig
 
 if TYPE_CHECKING:
     from acp_server.agent.loop import StopReason, ToolRunner
-    from acp_server.agent.turn_context import SessionContext, Spending, TurnContext
+    from acp_server.agent.spending import Spending
+    from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.models.catalogue import ModelEntry
     from acp_server.session.choice import ModelChoice
 
@@ -158,7 +159,7 @@ class Session(ModelChoosing, CommandServing):
         update = self._shown(update)
         if update.get("sessionUpdate") != "compaction_update" or self._editor.can_show_compaction:
             return [update]
-        from acp_server.agent.turn_context import as_card
+        from acp_server.agent.compaction_view import as_card
 
         return as_card(update)
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from acp_server import transcript
 from acp_server.agent.turn_text import CANCELLED_RESULT, CUT_OFF_MARK, CUT_OFF_RESULT
 from acp_server.messages import Message
-from acp_server.store import Store
+from acp_server.store import transcript
+from acp_server.store.database import Store
 from tests.support.context_session import (
     ReaderSession,
     Start,
