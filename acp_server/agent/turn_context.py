@@ -136,6 +136,13 @@ class SessionContext:
             return window.reply_reserve
         return None
 
+    def usage(
+        self, system: str, specs: Sequence[ToolSpec], history: Sequence[Message]
+    ) -> updates.Update:
+        """The `usage_update` of `history` as it stands (estimated: nothing was sent yet)."""
+        fit = self.budget.fit(system, self.tools(system, specs), history)
+        return updates.usage(fit.used, fit.window, self.spending.shown)
+
     def tools(self, system: str, specs: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
         """The tools as offered for the current window (the compact profile below ~8K)."""
         key = (self.window.size, tuple(s.name for s in specs))
