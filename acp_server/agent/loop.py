@@ -11,7 +11,7 @@ tool call with a final status before the turn is answered.
 The loop asks its `Context` two questions per model round: the request to send (fitted to the
 window, compacted first when needed; or why it cannot be sent), and, given the round's reply,
 whether to send it again (once, after the server refused it as too long). One round streaming
-in is `agent_round`'s.
+in is `agent.round`'s.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class NoTools:
 
 
 class Context(Protocol):
-    """What the loop asks about the context window (`agent_context.TurnContext`)."""
+    """What the loop asks about the context window (`agent.turn_context.TurnContext`)."""
 
     warnings: list[str]  # said when the turn ends
 
