@@ -76,9 +76,10 @@ TRUNCATION_WARNING = (
     "The model server read only about {kept:,} of the ~{sent:,} tokens it was sent, so it "
     "probably dropped the start of the conversation (the instructions and your task) without "
     "saying so. The agent now assumes a context window of {window:,} tokens and compacts the "
-    "conversation to fit it. If the model can take more, start its server with a larger "
-    "context (llama.cpp `-c`, LM Studio's context length, Ollama's num_ctx) or set "
-    "--context-window / ACP_SERVER_CONTEXT_WINDOW to the real size."
+    "conversation to fit it (twice in a row the server read the same amount). If the model "
+    "can take more, start its server with a larger context (llama.cpp `-c`, LM Studio's "
+    "context length, Ollama's num_ctx); a session started or loaded after that uses the "
+    "larger window."
 )
 
 
