@@ -22,8 +22,10 @@ from tests.support.context_session import (
     ReaderSession,
     Start,
     compactions,
+    said,
     start_reader,
     summary_requests,
+    updates_of,
 )
 from tests.support.mock_llm import MockLLM
 from tests.support.mock_llm.view import conversation
@@ -62,6 +64,15 @@ async def test_cut_off_text_is_said_stored_marked_and_ends_max_tokens(
     await reader.prompt("continue")
     sent = conversation(mock_llm.chat_requests[-1].json)
     assert any(m.role == "assistant" and m.text.endswith(CUT_OFF_MARK.strip()) for m in sent)
+
+    await reader.server.stop()  # a fresh server replays what the user saw, the line included
+    again = await start_reader(server_factory, mock_llm, tmp_path)
+    load = {"sessionId": reader.session, "cwd": str(tmp_path), "mcpServers": []}
+    answer, before = await again.server.response(await again.server.call("session/load", load))
+    assert "result" in answer, answer
+    replayed = said(updates_of(before))
+    assert replayed.startswith("The plan has three steps: first")
+    assert "The reply was cut off" in replayed and CUT_OFF_MARK.strip() not in replayed
 
 
 async def test_cut_off_text_is_a_notice_for_an_editor_that_shows_notices(
