@@ -14,10 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from acp_server.agent.turn_text import CANCELLED_RESULT, CUT_OFF_MARK, CUT_OFF_RESULT
 from acp_server.messages import Message
 from acp_server.store import transcript
 from acp_server.store.database import Store
+from tests.e2e.test_backends_e2e import message_text, open_agent, tool_results
 from tests.support.context_session import (
     ReaderSession,
     Start,
@@ -137,3 +140,20 @@ async def test_a_cut_off_summary_counts_as_a_failed_summary(
     assert "older messages removed" in line  # the fallback, not the half summary
     history = await stored(reader, private_data_dir)
     assert not any(half in m.text for m in history)
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic", "ollama"])
+async def test_every_dialect_answers_a_cut_off_call_as_cut_off(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path, dialect: str
+) -> None:
+    agent = await open_agent(server_factory, mock_llm, dialect, tmp_path)
+    call = {"id": "call_w1", "name": "write_file", "arguments": '{"path": "n.txt", "content": "a'}
+    mock_llm.queue({"text": "Writing.", "tool_calls": [call], "finish": "length"})
+    stop, seen = await agent.prompt("Write n.txt.")
+    assert stop == "max_tokens"
+    assert not (tmp_path / "n.txt").exists()
+    assert "was cut off by its output token limit" in message_text(seen)
+    mock_llm.queue({"text": "Again, in parts."})
+    await agent.prompt("continue")
+    results = tool_results(dialect, mock_llm.chat_requests[-1])
+    assert list(results.values()) == [CUT_OFF_RESULT]
