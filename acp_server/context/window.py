@@ -8,8 +8,9 @@
 An observed window is a hypothesis, never a wedge. A low prompt count is believed only when it
 repeats (`suspect`: two in a row that agree; a single one may be a prompt cache counting only
 the tokens it read anew); an overflow error is believed at once. A count above the observed
-window disproves it (`disproved`), and so does a request whose fixed parts (system prompt,
-tools, the current message) would not fit it (`doubtful`): then the observation is dropped.
+window disproves it (`plausible`: one learned from low counts is dropped, one learned from an
+error raised to what was read), and a window learned from low counts that cannot hold a
+request's fixed parts (system prompt, tools, the current message) is dropped (`doubtful`).
 
 Unknown is never "unlimited": with nothing known the window is a conservative 8,192 tokens.
 Part of the window is kept free for the reply (`reply_reserve`); the rest is the `budget` a
@@ -105,11 +106,12 @@ class Window:
 
     def plausible(self, read: int) -> bool:
         """A round in which the server read `read` prompt and reply tokens in full: the
-        suspicion ends, and an observed window below it is dropped (True when it was)."""
+        suspicion ends, and an observed window below it is wrong (True): one learned from low
+        counts is dropped, one learned from an error is raised to what was read."""
         self.suspect = None
         if self.observed is None or read <= self.observed:
             return False
-        self.observed = None
+        self.observed = None if self.observed_from == "truncation" else read
         return True
 
     def doubtful(self) -> bool:

@@ -72,6 +72,9 @@ def test_a_full_count_ends_the_suspicion_and_disproves_a_smaller_window() -> Non
     window.lower(4000, "truncation")
     assert window.plausible(5000)  # the server read more than 4,000: the window is wrong
     assert window.size == 32768
+    window.lower(4000, "overflow")  # a guess below what an error refused
+    assert window.plausible(5000)
+    assert window.size == 5000  # at least what was read, still below what was refused
 
 
 def test_only_a_window_learned_from_low_counts_is_doubted() -> None:
