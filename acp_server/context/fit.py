@@ -39,6 +39,8 @@ THRESHOLD = 0.85  # compact above this share of the budget
 # A low prompt count no larger than this many times the tokens new since the last request is a
 # prompt cache counting only what it read anew (Ollama's prompt_eval_count), not a cut.
 CACHE_NET = 1.5
+# The most the truncation guard multiplies the raw estimate by (see `after_round`).
+TRUSTED_FACTOR = 1.5
 
 
 @dataclass(frozen=True)
@@ -180,8 +182,11 @@ class ContextBudget:
         report (returns None). A cut is believed only when the next report agrees."""
         est = self.estimator
         # Never below the raw estimate: capped reports may have taught the factor down before
-        # the cut became obvious, which would hide it.
-        sent = math.ceil(fit.raw_text * max(est.factor, 1.0)) + est.overhead
+        # the cut became obvious, which would hide it. Never above TRUSTED_FACTOR times it
+        # either: a slope fitted through a few reports can overshoot (1.9 after a compaction
+        # changed what the history is made of), and every honest count then looks like a cut.
+        factor = min(max(est.factor, 1.0), TRUSTED_FACTOR)
+        sent = math.ceil(fit.raw_text * factor) + est.overhead
         fresh, last = sent - self._last_sent, self._last_sent
         self._last_sent = sent
         # A server that reports a cache hit may count only the tokens it read anew: the guard

@@ -250,3 +250,15 @@ def test_a_refusal_says_where_the_window_came_from() -> None:
     problem = budget.fit("rules " * 3000, TOOLS, [text_message("user", "hi")]).problem() or ""
     assert "4,096 tokens (as the model server reports it)" in problem
     assert "Start the model server with a larger context" in problem
+
+
+def test_an_overshooting_factor_does_not_make_honest_counts_look_cut() -> None:
+    """A slope fitted through a few reports can overshoot (1.9 was seen after a compaction):
+    the guard then must not read every honest count as a cut."""
+    budget = ContextBudget(Window(configured=16384))
+    hist = history(12)
+    for _ in range(3):
+        fit = budget.fit("system", TOOLS, hist)
+        budget.estimator.factor = 1.95
+        assert budget.after_round(fit, int(fit.raw_text * 1.15)) is None
+    assert budget.window.size == 16384
