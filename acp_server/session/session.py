@@ -312,7 +312,8 @@ class Session(ModelChoosing, CommandServing):
         except Exception:
             log.exception("the usage of loaded session %s could not be shown", self.id)
             return
-        self._send_update(self.id, usage)
+        if self._turn is None:  # a turn that started meanwhile shows its own
+            self._send_update(self.id, usage)
 
     def warm(self) -> None:
         """Ahead of the first turn (`warmup`): the tools and the context budget."""
