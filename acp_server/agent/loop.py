@@ -31,6 +31,8 @@ from acp_server.agent.turn_text import (
     LAST_ROUND_NOTE,
     LIMIT_RESULT,
     LIMIT_TEXT,
+    OUR_LIMIT,
+    SERVER_LIMIT,
 )
 from acp_server.backends import Backend
 from acp_server.messages import (
@@ -223,6 +225,7 @@ async def _request(turn: Turn, note: str = "") -> Reply:
 async def _model_round(turn: Turn, request: ModelRequest) -> Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
     reply = Reply.start(turn.emit)
+    reply.limit = request.max_tokens
     try:
         await stream_round(turn.backend, request, reply, lambda t, s: _tell(turn, t, s))
     finally:
@@ -238,10 +241,11 @@ async def _model_round(turn: Turn, request: ModelRequest) -> Reply:
 def _cut_off(turn: Turn, reply: Reply) -> None:
     """A round cut off by the output limit: the user is told, and a tool call it cut is
     answered as cut off (it is never run: its arguments are incomplete)."""
+    advice = OUR_LIMIT.format(limit=reply.limit) if reply.limit else SERVER_LIMIT
     if reply.text:
-        _tell(turn, CUT_OFF_TEXT, "warning")
+        _tell(turn, CUT_OFF_TEXT.format(advice=advice), "warning")
     for call in reply.calls:
-        _tell(turn, CUT_OFF_CALL.format(name=call.name), "warning")
+        _tell(turn, CUT_OFF_CALL.format(name=call.name, advice=advice), "warning")
     for call_id in unanswered_calls(turn.history):
         _add(turn, text_message("tool", CUT_OFF_RESULT, tool_call_id=call_id))
 

@@ -59,6 +59,7 @@ class Reply:
     overflow: ContextOverflow | None = None  # the server refused the request as too long
     usage: Usage | None = None
     calls: list[ToolCall] = field(default_factory=list)
+    limit: int | None = None  # the request's `max_tokens` (None: the server's own limit)
 
     @classmethod
     def start(cls, emit: Emit) -> Reply:

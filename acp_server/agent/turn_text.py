@@ -10,14 +10,19 @@ CUT_OFF_RESULT = (
 CUT_OFF_MARK = "\n\n[This reply was cut off here by the output token limit.]"
 CUT_OFF_TEXT = (
     "The reply was cut off: the model reached its output token limit before it finished. "
-    'Say "continue" to let it go on, or raise the limit (ACP_SERVER_REPLY_RESERVE, or the '
-    "model's reply_reserve in the configuration file)."
+    'Say "continue" to let it go on{advice}.'
 )
 CUT_OFF_CALL = (
     "The model's call to {name} was cut off by its output token limit before it was "
-    "complete, so it was not run. Ask it to continue in smaller steps, or raise the limit "
-    "(ACP_SERVER_REPLY_RESERVE, or the model's reply_reserve in the configuration file)."
+    "complete, so it was not run. Ask it to continue in smaller steps{advice}."
 )
+# The limit was the agent's (`max_tokens`: the reply reserve of a small window) ...
+OUR_LIMIT = (
+    ", or raise the limit of {limit:,} tokens (ACP_SERVER_REPLY_RESERVE, or the model's "
+    "reply_reserve in the configuration file)"
+)
+# ... or the model server's own.
+SERVER_LIMIT = " (the limit is the model server's own)"
 EMPTY_REPLY = (
     "The model sent an empty reply (no text and no tool call). Nothing was added to the "
     "conversation; try again, or rephrase the request."

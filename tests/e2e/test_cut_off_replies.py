@@ -59,6 +59,7 @@ async def test_cut_off_text_is_said_stored_marked_and_ends_max_tokens(
     assert turn.stop == "max_tokens"
     assert turn.text.startswith("The plan has three steps: first")
     assert "The reply was cut off" in turn.text  # an editor without notices: a line
+    assert "the limit is the model server's own" in turn.text  # no max_tokens was sent
     history = await stored(reader, private_data_dir)
     assert [m.role for m in history] == ["user", "assistant"]
     assert history[-1].text == "The plan has three steps: first" + CUT_OFF_MARK
@@ -81,13 +82,18 @@ async def test_cut_off_text_is_said_stored_marked_and_ends_max_tokens(
 async def test_cut_off_text_is_a_notice_for_an_editor_that_shows_notices(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
-    reader = await start_reader(server_factory, mock_llm, tmp_path, capabilities=NOTICES)
+    reader = await start_reader(
+        server_factory, mock_llm, tmp_path, "--context-window", "8192", capabilities=NOTICES
+    )
     mock_llm.queue({"text": "Partial answer", "finish": "length"})
     turn = await reader.prompt("Explain.")
     assert turn.stop == "max_tokens"
     assert turn.text == "Partial answer"
     (notice,) = notices(turn.seen)
     assert notice.startswith("The reply was cut off")
+    # A known small window: the agent capped the reply at its reserve, and says how to raise it.
+    assert mock_llm.chat_requests[-1].json["max_tokens"] == 2048
+    assert "raise the limit of 2,048 tokens (ACP_SERVER_REPLY_RESERVE" in notice
 
 
 async def test_a_cut_off_tool_call_is_not_run_and_answered_as_cut_off(
