@@ -93,10 +93,10 @@ class CommandServing:
         """`/compact [focus]`: compact now, whatever the fit, and say how it went."""
         emit = self._command_emitter()
         context = await self._turn_context(self._backend, emit)
-        await context.session.settle(wait=True)  # compacted for the window the server tells
         system = system_prompt(self.cwd, self.additional_dirs)
-        context.begin(system, context.session.tools(system, self._toolbox().specs()))
-        await self.say(await context.compact(self.history, focus, manual=True))
+        await self.say(
+            await context.compact_now(system, self._toolbox().specs(), self.history, focus)
+        )
 
     async def clear(self) -> None:
         """`/clear`: an empty model context; the stored transcript keeps the conversation."""

@@ -202,6 +202,7 @@ class Sessions:
             if row.title:
                 title = {"title": row.title, "updatedAt": row.updated_iso}
                 self.send_update(session_id, {"sessionUpdate": "session_info_update", **title})
+            session.show_usage()
         return session
 
     async def list_stored(

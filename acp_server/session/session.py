@@ -45,7 +45,8 @@ from acp_server.tools.mcp_config import ServerConfig
 
 if TYPE_CHECKING:
     from acp_server.agent.loop import StopReason, ToolRunner
-    from acp_server.agent.turn_context import SessionContext, Spending, TurnContext
+    from acp_server.agent.spending import Spending
+    from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.models.catalogue import ModelEntry
     from acp_server.session.choice import ModelChoice
 
@@ -97,6 +98,7 @@ class Session(ModelChoosing, CommandServing):
         self._epoch = 0  # incremented by each cancel; queued prompts of an older epoch end
         self._turn: asyncio.Task[PromptOutcome] | None = None
         self._cancelled: asyncio.Task[PromptOutcome] | None = None
+        self._metered: asyncio.Task[None] | None = None  # the usage shown after a load
         self.choice = choice  # the model and thought level; None: one fixed backend
         # A history carried over to this model before the next prompt joins it (a stored
         # history may have been made by another model).
@@ -158,7 +160,7 @@ class Session(ModelChoosing, CommandServing):
         update = self._shown(update)
         if update.get("sessionUpdate") != "compaction_update" or self._editor.can_show_compaction:
             return [update]
-        from acp_server.agent.turn_context import as_card
+        from acp_server.agent.compaction_view import as_card
 
         return as_card(update)
 
@@ -216,6 +218,8 @@ class Session(ModelChoosing, CommandServing):
         """The session goes: its turn is cancelled, its background commands and MCP servers end."""
         self.cancel()
         await self._jobs.close()
+        if self._metered is not None:
+            self._metered.cancel()
         if self.mcp is not None:
             await self.mcp.close()
 
@@ -294,6 +298,26 @@ class Session(ModelChoosing, CommandServing):
                 self._context.output_limit = entry.facts.output
             self._spending = self._context.spending  # the session's, across model switches
         return self._context
+
+    def show_usage(self) -> None:
+        """After `session/load`: one `usage_update` for the loaded conversation, once the
+        window the server reports is known (asked beside the load). It is the meter, not the
+        conversation: sent, not recorded."""
+        if self._metered is None:
+            self._metered = asyncio.create_task(self._show_usage(), name="loaded-usage")
+
+    async def _show_usage(self) -> None:
+        try:
+            context = self._session_context()
+            context.look_up(self._backend)
+            await context.settle(wait=True)
+            system = system_prompt(self.cwd, self.additional_dirs)
+            usage = context.usage(system, self._toolbox().specs(), self.history)
+        except Exception:
+            log.exception("the usage of loaded session %s could not be shown", self.id)
+            return
+        if self._turn is None:  # a turn that started meanwhile shows its own
+            self._send_update(self.id, usage)
 
     def warm(self) -> None:
         """Ahead of the first turn (`warmup`): the tools and the context budget."""
