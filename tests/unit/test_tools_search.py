@@ -18,7 +18,6 @@ from acp_server.permissions import Permit
 from acp_server.tools.base import Tool, ToolContext, ToolFailure, ToolOutcome
 from acp_server.tools.search import GLOB, GREP
 from acp_server.tools.walk import in_thread, pattern_regex, split_pattern
-from tests.support.search_engines import engine  # noqa: F401 - a fixture
 
 
 @dataclass
