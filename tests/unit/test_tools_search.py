@@ -314,3 +314,46 @@ async def test_glob_does_not_list_or_follow_links(linked: Harness) -> None:
 async def test_glob_under_a_linked_directory_asks_for_its_real_place(linked: Harness) -> None:
     await linked.run(GLOB, pattern="outdir/**/*.txt")
     assert linked.permits[0].paths == (linked.cwd / "outdir",)  # outside once resolved
+
+
+# -- what models ask grep for ------------------------------------------------------------------
+
+
+async def test_grep_context_lines_are_marked_and_grouped(h: Harness) -> None:
+    tree(h.cwd, {"ctx.txt": "a\nb\nhit 1\nc\nd\ne\nf\nhit 2\ng\n"})
+    out = await h.run(GREP, pattern="hit", path="ctx.txt", before=1, after=1)
+    assert out.text.splitlines() == [
+        "ctx.txt-2- b",
+        "ctx.txt:3: hit 1",
+        "ctx.txt-4- c",
+        "--",
+        "ctx.txt-7- f",
+        "ctx.txt:8: hit 2",
+        "ctx.txt-9- g",
+    ]
+    assert out.locations == [
+        {"path": str(h.cwd / "ctx.txt"), "line": 3},
+        {"path": str(h.cwd / "ctx.txt"), "line": 8},
+    ]
+
+
+async def test_grep_files_only_lists_each_file_once_and_caps(h: Harness) -> None:
+    out = await h.run(GREP, pattern="return", files_only=True)
+    assert out.text.splitlines() == ["src/app.py", "src/util/helper.py"]
+    cut = await h.run(GREP, pattern="return", files_only=True, max_results=1)
+    assert len(cut.text.splitlines()) == 2 and "Stopped after 1 files" in cut.text
+
+
+async def test_grep_multiline_matches_across_lines(h: Harness) -> None:
+    out = await h.run(GREP, pattern=r"def main\(\):\n\s+return", multiline=True)
+    assert out.text.splitlines() == [
+        "src/app.py:1: def main():",
+        "src/app.py:2:     return helper()",
+    ]
+    with pytest.raises(ToolFailure, match="set multiline to true"):
+        await h.run(GREP, pattern=r"main\(\):\n")
+
+
+async def test_grep_takes_python_only_patterns(h: Harness) -> None:
+    out = await h.run(GREP, pattern=r"(?<=def )help\w+")  # look-behind: rg has none
+    assert out.text == "src/util/helper.py:1: def helper():"
