@@ -89,8 +89,9 @@ class Run:
 async def stream(
     cmd: list[str], cwd: Path, take: Callable[[bytes], bool], sep: bytes = b"\n"
 ) -> Run:
-    """Run `cmd` in `cwd`, hand each `sep`-ended record of its output to `take` until it says
-    False; the process is killed when the caller stops early or is cancelled."""
+    """Run `cmd` in `cwd`, hand each `sep`-ended record of its output (each chunk as it comes,
+    for an empty `sep`) to `take` until it says False; the process is killed when the caller
+    stops early or is cancelled."""
     proc = await asyncio.create_subprocess_exec(
         *cmd,
         cwd=cwd,
@@ -125,6 +126,10 @@ async def _feed(out: asyncio.StreamReader, take: Callable[[bytes], bool], sep: b
     """Hand records to `take`; False when it asked to stop."""
     pending = b""
     while chunk := await out.read(CHUNK):
+        if not sep:
+            if not take(chunk):
+                return False
+            continue
         *records, pending = (pending + chunk).split(sep)
         for record in records:
             if not take(record):

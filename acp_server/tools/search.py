@@ -73,7 +73,8 @@ async def _glob(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         found, total = await in_thread(lambda stop: find_matches(root, segments, stop, scope))
     else:
         found, total = await glob_rg(rg, root, segments, scope)
-    shown = sorted(_shown_match(root, rel, ctx) for rel in found)[:GLOB_MAX_SHOWN]
+    prefix = _shown_prefix(root, ctx)
+    shown = sorted(prefix + rel for rel in found)[:GLOB_MAX_SHOWN]
     return _glob_outcome(shown, total, str(args["pattern"]), root, ctx, scope)
 
 
@@ -82,45 +83,43 @@ async def glob_rg(rg: str, root: Path, segments: list[str], scope: Scope) -> tup
     folders above them."""
     regex = pattern_regex(segments)
     args = scope_args(root, scope)  # no name prefilter: folders must be seen too
-    files: list[bytes] = []
+    chunks: list[bytes] = []
 
-    def take(record: bytes) -> bool:
-        files.append(record)
+    def take(chunk: bytes) -> bool:
+        chunks.append(chunk)
         return True
 
-    run = await stream([rg, "--files", *args, "."], root, take, b"\0")
+    run = await stream([rg, "--files", *args, "."], root, take, b"")
+    listing = ("\0" + b"".join(chunks).decode("utf-8", "surrogateescape")).replace("\0./", "\0")
+    files = [f for f in listing.split("\0") if f]
     if run.code == 2 and not files:
         raise ToolFailure(f"Cannot list {root}: {run.errors[-1] if run.errors else 'rg failed'}")
-    found: list[str] = []
-    total = 0
-    for rel in _with_folders(files):
-        if regex.fullmatch(rel.rstrip("/")):
-            total += 1
-            if len(found) < GLOB_MAX_COLLECTED:
-                found.append(rel)
-    return found, total
+    test = regex.fullmatch
+    found = [f for f in files if test(f)]
+    found += [d + "/" for d in _folders(files) if test(d)]
+    return found[:GLOB_MAX_COLLECTED], len(found)
 
 
-def _with_folders(files: list[bytes]) -> list[str]:
-    """Each listed file (without rg's `./`) and each folder above one, once, ending in '/'."""
-    out: list[str] = []
-    folders: set[str] = set()
-    for raw in files:
-        rel = raw.decode("utf-8", "surrogateescape").removeprefix("./")
-        out.append(rel)
-        cut = rel.rfind("/")
-        while cut > 0:
-            folder = rel[:cut]
-            if folder in folders:
-                break
-            folders.add(folder)
-            out.append(folder + "/")
-            cut = folder.rfind("/")
+def _folders(files: list[str]) -> set[str]:
+    """Every folder above a listed file (paths relative to the root, without the root)."""
+    parents = {f.rpartition("/")[0] for f in files}
+    parents.discard("")
+    out = set(parents)
+    for folder in parents:
+        cut = folder.rfind("/")
+        while cut > 0 and folder[:cut] not in out:
+            out.add(folder[:cut])
+            cut = folder.rfind("/", 0, cut)
     return out
 
 
-def _shown_match(root: Path, rel: str, ctx: ToolContext) -> str:
-    return shown_path(root / rel, ctx) + ("/" if rel.endswith("/") else "")
+def _shown_prefix(root: Path, ctx: ToolContext) -> str:
+    """What goes before a path relative to `root` to show it relative to the cwd (once for all
+    matches: thousands of Path objects would cost more than rg's whole listing)."""
+    if root == ctx.cwd:
+        return ""
+    shown = shown_path(root, ctx)
+    return shown.rstrip("/") + "/"
 
 
 def _glob_outcome(
