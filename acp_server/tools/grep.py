@@ -149,7 +149,7 @@ def _grep_outcome(
     notes = []
     if result.unreadable:
         what = "1 file" if result.unreadable == 1 else f"{result.unreadable} files"
-        notes.append(f"[Not searched: {what} could not be read (no permission).]")
+        notes.append(f"[Not searched: {what} could not be read (no permission, or a read error).]")
     if not result.hits:
         text = "\n".join([f"No matches for `{query.pattern}` in {shown_dir(base, ctx)}.", *notes])
         text += "\n[Not searched: binary files and files over 2 MiB.] " + not_listed(query.scope)

@@ -7,6 +7,7 @@ and rg is killed, at the first match past the limit.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,8 @@ async def grep_rg(rg: str, base: Path, query: GrepQuery) -> GrepResult:
     result = GrepResult()
     reader = _Reader(folder, query, result)
     sep = b"\0" if query.files_only else b"\n"
-    run = await stream([rg, *rg_args(folder, query), target], folder, reader.take, sep)
+    args = await asyncio.to_thread(rg_args, folder, query)  # it may ask git for the excludes
+    run = await stream([rg, *args, target], folder, reader.take, sep)
     if run.code == 2 and not run.stopped:
         problem = _regex_problem(run.errors)
         if problem is not None:

@@ -1,12 +1,12 @@
 """Which files the search tools leave out: ignore rules, hidden names, and the user's switches.
 
 The rules are git's and ripgrep's, so a search shows what `git status` and `rg` would:
-`.gitignore` files (nested ones too, the deeper one winning), `.ignore` files (which win over
-`.gitignore` in the same folder), `.git/info/exclude`, and the user's global excludes file
-(git's `core.excludesFile`, by default `~/.config/git/ignore`). As in ripgrep, the git rules
-apply only inside a git repository; `.ignore` applies anywhere. Names starting with a dot are
-hidden unless asked for, `.git` itself is never searched, and `node_modules`, `.venv` and
-`__pycache__` are left out like ignored folders even in a project without a `.gitignore`.
+`.gitignore` files (nested ones too, the deeper one winning), `.ignore` and `.rgignore` files
+(which win over `.gitignore` in the same folder), `.git/info/exclude`, and the user's global
+excludes file (git's `core.excludesFile`, by default `~/.config/git/ignore`). As in ripgrep,
+the git rules apply only inside a git repository; `.ignore` applies anywhere. Names starting
+with a dot are hidden unless asked for, `.git` itself is never searched, and `node_modules`,
+`.venv` and `__pycache__` are left out like ignored folders even without a `.gitignore`.
 
 This module is the pure-Python reading of those rules (with `pathspec`, git's own matching
 semantics): list_directory uses it, and so do grep and glob where ripgrep is not available.
@@ -137,7 +137,7 @@ class Rules:
         """The rules `folder`'s own ignore files add."""
         if self.scope.ignored:
             return _Level(folder, ())
-        names = [".ignore"]
+        names = [".rgignore", ".ignore"]  # ripgrep's own file, then the one all tools read
         if self.repo is not None and folder.is_relative_to(self.repo):
             names.append(".gitignore")
         specs = (_spec(folder / name) for name in names)

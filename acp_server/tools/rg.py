@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from acp_server.tools.base import ToolFailure
 from acp_server.tools.ignore import BUILT_IN_IGNORED, NEVER, Scope, git_root, global_excludes
 
 RG_ENV = "ACP_SERVER_RG"
@@ -57,7 +58,7 @@ def _packaged() -> str | None:
 
 def scope_args(root: Path, scope: Scope, type_glob: str | None = None) -> list[str]:
     """The arguments that make rg leave out what `ignore.Rules` leaves out."""
-    args = ["--no-config", "--color=never", "--null", "--crlf"]
+    args = ["--no-config", "--color=never", "--null", "--crlf", "--path-separator=/"]
     args += [f"--glob=!{name}" for name in NEVER]
     if scope.hidden:
         args.append("--hidden")
@@ -92,13 +93,19 @@ async def stream(
     """Run `cmd` in `cwd`, hand each `sep`-ended record of its output (each chunk as it comes,
     for an empty `sep`) to `take` until it says False; the process is killed when the caller
     stops early or is cancelled."""
-    proc = await asyncio.create_subprocess_exec(
-        *cmd,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *cmd,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise ToolFailure(
+            f"Cannot run ripgrep ({cmd[0]}): {exc.strerror or exc}. Set {RG_ENV} to the path of "
+            f"an rg binary, or to `off` to search without it."
+        ) from exc
     assert proc.stdout is not None and proc.stderr is not None
     errors = asyncio.ensure_future(proc.stderr.read())
     run = Run()

@@ -10,6 +10,7 @@ to read_file or edit_file.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,8 @@ async def glob_rg(rg: str, root: Path, segments: list[str], scope: Scope) -> tup
     """Like `walk.find_matches` for a `**` pattern, from the files `rg --files` lists and the
     folders above them."""
     regex = pattern_regex(segments)
-    args = scope_args(root, scope)  # no name prefilter: folders must be seen too
+    # No name prefilter: folders must be seen too. Off the loop: it may ask git for the excludes.
+    args = await asyncio.to_thread(scope_args, root, scope)
     chunks: list[bytes] = []
 
     def take(chunk: bytes) -> bool:

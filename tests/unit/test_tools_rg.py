@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from acp_server.tools.base import ToolFailure
 from acp_server.tools.rg import RG_ENV, rg_binary, stream
 from acp_server.tools.search import GREP
 from tests.unit.test_tools_search import Harness, tree
@@ -67,3 +68,11 @@ async def test_cancelling_grep_kills_rg(tmp_path: Path, monkeypatch: pytest.Monk
     done, _ = await asyncio.wait([task], timeout=10)  # not the minute the stand-in would take
     assert done and task.cancelled()
     assert not alive(pid)
+
+
+async def test_an_rg_that_cannot_run_is_a_clear_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(RG_ENV, str(tmp_path / "no-such-rg"))
+    with pytest.raises(ToolFailure, match=r"Cannot run ripgrep .*ACP_SERVER_RG.*`off`"):
+        await Harness(tmp_path).run(GREP, pattern="x")
