@@ -96,7 +96,9 @@ def compare(name: str, runs: int, ours: Any, floor: Any) -> tuple[float, float, 
         seconds, their_out = floor()
         theirs.append(seconds)
     ms, floor_ms = statistics.median(mine) * 1000, statistics.median(theirs) * 1000
-    print(f"  {name:<34} {ms:7.1f} ms   rg {floor_ms:7.1f} ms   x{ms / floor_ms:.2f}")
+    print(
+        f"  {name:<34} {ms:7.1f} ms   rg {floor_ms:7.1f} ms   x{ms / floor_ms:.2f}", file=sys.stdout
+    )
     return ms, floor_ms, our_out, their_out
 
 
@@ -104,7 +106,10 @@ def report(metric: str, ms: float, floor_ms: float, same: bool, as_asked: bool) 
     ok = ms <= TARGET * floor_ms and same and as_asked
     emit(metric, ms, "ms", f"<= {TARGET}x rg, same files", ok, floor_ms)
     if not (same and as_asked):
-        print(f"  {metric}: same files as rg: {same}; ignored folders as asked: {as_asked}")
+        print(
+            f"  {metric}: same files as rg: {same}; ignored folders as asked: {as_asked}",
+            file=sys.stdout,
+        )
 
 
 def ignored(paths: set[str]) -> tuple[bool, bool]:
@@ -218,7 +223,7 @@ def main() -> int:
         root = Path(scratch) / "project"
         generate(root, args.files)
         total = sum(1 for p in root.rglob("*") if p.is_file() and ".git" not in p.parts)
-        print(f"{total} files ({args.files} not ignored), median of {args.runs}:")
+        print(f"{total} files ({args.files} not ignored), median of {args.runs}:", file=sys.stdout)
         size = f"{args.files // 1000}k files"
         in_process(rg, root, args.runs, size)
         grep_args = {"pattern": RARE, "max_results": 2000}
@@ -228,7 +233,8 @@ def main() -> int:
         floor_ms = statistics.median(floor) * 1000
         name = "grep through the agent"
         print(
-            f"  {name:<34} {agent_ms:7.1f} ms   rg {floor_ms:7.1f} ms   x{agent_ms / floor_ms:.2f}"
+            f"  {name:<34} {agent_ms:7.1f} ms   rg {floor_ms:7.1f} ms   x{agent_ms / floor_ms:.2f}",
+            file=sys.stdout,
         )
         target, ok = f"<= {TARGET}x rg", agent_ms <= TARGET * floor_ms
         emit(
