@@ -100,19 +100,24 @@ def _spec(path: Path) -> pathspec.GitIgnoreSpec | None:
 class _Level:
     """The rules one folder adds, to be matched against paths relative to that folder."""
 
-    base: Path
+    base: str  # the folder, as a posix path ending in "/"
     specs: tuple[pathspec.GitIgnoreSpec, ...]  # strongest first
 
 
 def _verdict(levels: list[_Level], path: Path, is_dir: bool) -> bool | None:
     """True when ignored, False when a rule re-includes it, None when no rule speaks."""
+    full = path.as_posix() + ("/" if is_dir else "")
     for level in reversed(levels):  # the deepest folder's rules win
-        rel = path.relative_to(level.base).as_posix() + ("/" if is_dir else "")
+        rel = full[len(level.base) :]  # string slicing: Path.relative_to costs ten times more
         for spec in level.specs:
             include = spec.check_file(rel).include
             if include is not None:
                 return include
     return None
+
+
+def _folder(path: Path) -> str:
+    return path.as_posix().rstrip("/") + "/"
 
 
 class Rules:
@@ -129,19 +134,21 @@ class Rules:
             for path in (self.repo / ".git" / "info" / "exclude", global_excludes(root)):
                 spec = _spec(path) if path is not None else None
                 if spec is not None:
-                    self.tail.append(_Level(self.repo, (spec,)))
+                    self.tail.append(_Level(_folder(self.repo), (spec,)))
         for folder in reversed((root, *root.parents)):
-            self.levels.append(self.level(folder))
+            level = self.level(folder)
+            if level.specs:
+                self.levels.append(level)
 
     def level(self, folder: Path) -> _Level:
         """The rules `folder`'s own ignore files add."""
         if self.scope.ignored:
-            return _Level(folder, ())
+            return _Level(_folder(folder), ())
         names = [".rgignore", ".ignore"]  # ripgrep's own file, then the one all tools read
         if self.repo is not None and folder.is_relative_to(self.repo):
             names.append(".gitignore")
         specs = (_spec(folder / name) for name in names)
-        return _Level(folder, tuple(s for s in specs if s is not None))
+        return _Level(_folder(folder), tuple(s for s in specs if s is not None))
 
     def skips(self, path: Path, is_dir: bool, levels: list[_Level] | None = None) -> bool:
         """Whether a search leaves `path` out (not looking at the folders above it)."""

@@ -98,8 +98,8 @@ def walk(
     stack = [(root, "", rules.levels)]
     while stack and not stop.is_set():
         folder, prefix, levels = stack.pop()
-        if folder != root:
-            levels = [*levels, rules.level(folder)]
+        if folder != root and (level := rules.level(folder)).specs:
+            levels = [*levels, level]
         entries = _entries(folder)
         dirs = []
         for name, is_dir in entries:
