@@ -116,6 +116,20 @@ def _verdict(levels: list[_Level], path: Path, is_dir: bool) -> bool | None:
     return None
 
 
+def _within(level: _Level, root: Path) -> _Level:
+    """`level` without the rules that ignore `root` itself or a folder above it: a search the
+    user started inside an ignored folder (`path: build`) looks at what is in it, as rg does."""
+    rel = _folder(root)[len(level.base) :]
+    if not rel:
+        return level
+    specs = []
+    for spec in level.specs:
+        kept = [p for p in spec.patterns if not (p.include and p.match_file(rel))]
+        if kept:
+            specs.append(pathspec.GitIgnoreSpec(kept))
+    return _Level(level.base, tuple(specs))
+
+
 def _folder(path: Path) -> str:
     return path.as_posix().rstrip("/") + "/"
 
@@ -134,9 +148,9 @@ class Rules:
             for path in (self.repo / ".git" / "info" / "exclude", global_excludes(root)):
                 spec = _spec(path) if path is not None else None
                 if spec is not None:
-                    self.tail.append(_Level(_folder(self.repo), (spec,)))
+                    self.tail.append(_within(_Level(_folder(self.repo), (spec,)), root))
         for folder in reversed((root, *root.parents)):
-            level = self.level(folder)
+            level = _within(self.level(folder), root)
             if level.specs:
                 self.levels.append(level)
 

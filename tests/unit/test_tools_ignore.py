@@ -86,6 +86,14 @@ async def test_rules_above_the_search_root_still_apply(project: Harness) -> None
     assert out.text.splitlines() == ["sub/deeper/local.txt", "sub/main.txt"]
 
 
+async def test_a_search_started_inside_an_ignored_folder_looks_at_it(project: Harness) -> None:
+    tree(project.cwd, {"build/deep/more.log": "needle\n", "build/deep/more.py": "needle\n"})
+    out = await project.run(GREP, pattern="needle", path="build", files_only=True)
+    assert out.text.splitlines() == ["build/deep/more.py", "build/out.py"]  # *.log still applies
+    listed = await project.run(GLOB, pattern="build/**/*.py")
+    assert listed.text.splitlines() == ["build/deep/more.py", "build/out.py"]
+
+
 async def test_the_default_global_excludes_file_under_xdg_config_home(
     project: Harness, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
