@@ -77,9 +77,12 @@ def rg_run(rg: str, root: Path, args: list[str]) -> tuple[float, list[str]]:
     return seconds, done.stdout.decode().splitlines()
 
 
+LOOP = asyncio.new_event_loop()  # one loop for every call, as in the agent
+
+
 def tool_run(tool: Tool, root: Path, args: dict[str, Any]) -> tuple[float, str]:
     start = time.perf_counter()
-    out = asyncio.run(tool.run(args, context(root)))
+    out = LOOP.run_until_complete(tool.run(args, context(root)))
     return time.perf_counter() - start, out.text
 
 
@@ -146,6 +149,16 @@ def in_process(rg: str, root: Path, runs: int, size: str) -> None:
     found = grep_files(ours)
     same = found == grep_files("\n".join(theirs))
     report(f"grep include_ignored, {size}", ms, floor_ms, same, ignored(found) == (True, True))
+    ms, floor_ms, ours, theirs = compare(
+        "glob include_ignored",
+        runs,
+        lambda: tool_run(GLOB, root, {"pattern": GLOB_PATTERN, "include_ignored": True}),
+        lambda: rg_run(rg, root, ["--files", "--no-ignore"]),
+    )
+    listed = set(ours.splitlines()[:-1])  # more than 500: the last line says how many
+    expected = {p for p in theirs if p.endswith("_test.py")}
+    same = listed <= expected and f"[{len(expected)} matches" in ours
+    report(f"glob include_ignored, {size}", ms, floor_ms, same, ignored(expected) == (True, True))
 
 
 class Agent:

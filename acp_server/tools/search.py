@@ -96,10 +96,17 @@ async def glob_rg(rg: str, root: Path, segments: list[str], scope: Scope) -> tup
     files = [f for f in listing.split("\0") if f]
     if run.code == 2 and not files:
         raise ToolFailure(f"Cannot list {root}: {run.errors[-1] if run.errors else 'rg failed'}")
-    test = regex.fullmatch
-    found = [f for f in files if test(f)]
-    found += [d + "/" for d in _folders(files) if test(d)]
+    test, tail = regex.fullmatch, _literal_tail(segments[-1])
+    found = [f for f in files if f.endswith(tail) and test(f)]  # endswith: a cheap first cut
+    if f"{tail}/" in listing or not tail:  # else no folder can match: none need be listed
+        found += [d + "/" for d in _folders(files) if d.endswith(tail) and test(d)]
     return found[:GLOB_MAX_COLLECTED], len(found)
+
+
+def _literal_tail(segment: str) -> str:
+    """The end of a pattern segment after its last wildcard: every match ends with it."""
+    cut = max(segment.rfind(c) for c in "*?[]{}")
+    return segment[cut + 1 :]
 
 
 def _folders(files: list[str]) -> set[str]:

@@ -87,6 +87,18 @@ async def test_glob_without_double_star_stays_at_its_depth(h: Harness) -> None:
     ]
 
 
+async def test_glob_matches_folders_at_any_depth(h: Harness) -> None:
+    assert (await h.run(GLOB, pattern="**/util")).text == "src/util/"
+    assert (await h.run(GLOB, pattern="**/w*")).text == "src/web/"
+    tree(h.cwd, {"odd.py/inner.txt": ""})
+    assert (await h.run(GLOB, pattern="**/*.py")).text.splitlines() == [
+        "odd.py/",
+        "setup.py",
+        "src/app.py",
+        "src/util/helper.py",
+    ]
+
+
 async def test_glob_from_a_base_path_gives_cwd_relative_paths(h: Harness) -> None:
     out = await h.run(GLOB, pattern="**/*.{ts,tsx}", path="src")
     assert out.text.splitlines() == ["src/web/index.ts", "src/web/view.tsx"]
