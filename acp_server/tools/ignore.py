@@ -25,7 +25,8 @@ import pathspec
 NEVER = frozenset({".git"})
 BUILT_IN_IGNORED = frozenset({"node_modules", ".venv", "__pycache__"})
 _GIT_TIMEOUT = 2.0
-_CACHE_SECONDS = 2.0
+_CACHE_SECONDS = 2.0  # the git config is read at most this often for one search root
+_CACHE_ENTRIES = 256
 _cache: dict[tuple[str, ...], tuple[float, Path | None]] = {}
 
 
@@ -60,6 +61,8 @@ def global_excludes(cwd: Path) -> Path | None:
         return cached[1]
     found = _configured_excludes(cwd) or _default_excludes()
     path = found if found is not None and found.is_file() else None
+    if len(_cache) >= _CACHE_ENTRIES:  # one per search root: keep a long session's bounded
+        _cache.clear()
     _cache[key] = (now, path)
     return path
 
