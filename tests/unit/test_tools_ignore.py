@@ -12,7 +12,7 @@ import pytest
 
 from acp_server.tools.ignore import Rules, Scope, global_excludes
 from acp_server.tools.search import GLOB, GREP
-from tests.unit.test_tools_search import Harness, tree
+from tests.support.search_engines import Harness, tree
 
 VISIBLE = ["keep.log", "src/app.py", "sub/deeper/local.txt", "sub/main.txt"]
 IGNORED = [

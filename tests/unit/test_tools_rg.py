@@ -14,7 +14,7 @@ import pytest
 from acp_server.tools.base import ToolFailure
 from acp_server.tools.rg import RG_ENV, rg_binary, stream
 from acp_server.tools.search import GREP
-from tests.unit.test_tools_search import Harness, tree
+from tests.support.search_engines import Harness, tree
 
 
 def alive(pid: int) -> bool:
