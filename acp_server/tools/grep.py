@@ -46,6 +46,7 @@ GREP_LINE_CHARS = 300
 MODEL_MAX_CHARS = 60_000
 SHOW_MAX_CHARS = 8_000
 MAX_LOCATIONS = 10
+_CLASS = re.compile(r"\[(?:\\.|[^\]])*\]")  # a character class, like `[^\n]`
 
 
 def short(value: Any, limit: int = 60) -> str:
@@ -79,7 +80,7 @@ def _present_grep(args: dict[str, Any], ctx: ToolContext) -> Presentation:
 def _query(args: dict[str, Any]) -> GrepQuery:
     pattern = str(args["pattern"])
     multiline = bool(args.get("multiline"))
-    if not multiline and "\\n" in pattern:
+    if not multiline and "\\n" in _CLASS.sub("", pattern):  # `[^\n]` is fine: no line break
         raise ToolFailure("The pattern matches a line break: set multiline to true for that.")
     glob = args.get("glob") if isinstance(args.get("glob"), str) and args["glob"] else None
     type_glob, path_filter = _name_filter(glob)
@@ -123,6 +124,7 @@ async def _grep(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if base.is_file() and (reason := not_searchable(base)):
         raise ToolFailure(reason)
     result = await search(base, query)
+    result.hits.sort(key=lambda h: (str(h.path), h.line))  # rg's threads finish in any order
     outcome = _grep_outcome(result, query, base, ctx)
     hits = [h for h in result.hits if h.match][:MAX_LOCATIONS]
     locations = [{"path": str(h.path), **({"line": h.line} if h.line else {})} for h in hits]
@@ -154,7 +156,7 @@ def _grep_outcome(
         text = "\n".join([f"No matches for `{query.pattern}` in {shown_dir(base, ctx)}.", *notes])
         text += "\n[Not searched: binary files and files over 2 MiB.] " + not_listed(query.scope)
         return ToolOutcome(text, content=[text_content(text)])
-    lines = _lines(sorted(result.hits, key=lambda h: (str(h.path), h.line)), query, ctx)
+    lines = _lines(result.hits, query, ctx)
     if result.cut:
         what = "files" if query.files_only else "matches"
         lines.append(

@@ -132,3 +132,8 @@ async def test_grep_multiline_matches_across_lines(h: Harness) -> None:
 async def test_grep_takes_python_only_patterns(h: Harness) -> None:
     out = await h.run(GREP, pattern=r"(?<=def )help\w+")  # look-behind: rg has none
     assert out.text == "src/util/helper.py:1: def helper():"
+
+
+async def test_a_class_without_line_breaks_needs_no_multiline(h: Harness) -> None:
+    out = await h.run(GREP, pattern=r"def [^\n(]+\(", path="src/app.py")
+    assert out.text == "src/app.py:1: def main():"
