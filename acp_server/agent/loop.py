@@ -332,7 +332,8 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
     text = outcome.text
     if turn.context is not None:  # the model gets what fits; the editor was shown it all
         text = turn.context.clip(text, call.name, turn.history)
-    _add(turn, text_message("tool", text, tool_call_id=call.id))
+    parts = ((TextPart(text),) if text else ()) + outcome.images
+    _add(turn, Message(role="tool", content=parts, tool_call_id=call.id))
 
 
 def _tell(turn: Turn, text: str, severity: str) -> None:

@@ -90,9 +90,10 @@ class Sessions:
         self._settled()  # their rows reach the store before it closes
         for task in self._background:
             task.cancel()
-        from acp_server.tools import mcp_procs
+        from acp_server.tools import background, mcp_procs
 
         mcp_procs.end_all()
+        background.end_all()
         if self._store is not None:
             self._store.close()
 
@@ -276,7 +277,7 @@ class Sessions:
             editor=self._editors(session_id),
             recorder=recorder,
             permissions=Permissions(RuleStore(cwd), mode),
-            settings=self._settings,
+            settings=self._settings.with_file(self._models.fetch if self._models else None),
             send_update=self.send_update,
             history=history,
             title=title,

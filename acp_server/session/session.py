@@ -40,6 +40,7 @@ from acp_server.session.text import INTERNAL_FAILURE, NOT_SAVED, system_prompt, 
 from acp_server.settings import Settings
 from acp_server.store.database import SaveFailed, iso
 from acp_server.store.transcript import NullRecorder, Recorder
+from acp_server.tools.jobs import Jobs
 from acp_server.tools.mcp_config import ServerConfig
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ class Session(ModelChoosing, CommandServing):
         self._settings = settings
         self._send_update = send_update
         self._tools: ToolRunner | None = None
+        self._jobs = Jobs()  # background commands: they outlive turns, not the session
         self._context: SessionContext | None = None  # made at the first turn
         self._spending: Spending | None = None  # what the session cost (made with the context)
         self.commands = CommandTable((*BUILTIN, *CHOICE_COMMANDS))
@@ -119,11 +121,12 @@ class Session(ModelChoosing, CommandServing):
             from acp_server.tools.toolbox import Toolbox
 
             self._tools = Toolbox(
-                [*default_tools(), *(self.mcp.tools() if self.mcp else ())],
+                [*default_tools(self._settings.fetch), *(self.mcp.tools() if self.mcp else ())],
                 cwd=self.cwd,
                 roots=self.roots,
                 client=self._editor,
                 permissions=self._permissions,
+                jobs=self._jobs,
             )
         return self._tools
 
@@ -210,8 +213,9 @@ class Session(ModelChoosing, CommandServing):
             return dataclasses.replace(outcome, not_saved=await self._end(outcome.stop))
 
     async def close(self) -> None:
-        """The session goes: its turn is cancelled and its MCP servers end."""
+        """The session goes: its turn is cancelled, its background commands and MCP servers end."""
         self.cancel()
+        await self._jobs.close()
         if self.mcp is not None:
             await self.mcp.close()
 
@@ -222,6 +226,7 @@ class Session(ModelChoosing, CommandServing):
         # (releasing terminals, killing processes).
         if self._turn is not None and self._cancelled is not self._turn:
             self._cancelled = self._turn
+            self._jobs.turn_cancelled(self._turn)
             self._turn.cancel()
 
     def _add(self, message: Message) -> None:

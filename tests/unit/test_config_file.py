@@ -25,6 +25,7 @@ from acp_server.config.show import render_effective
 from acp_server.models.carryover import ID_STYLES
 from acp_server.permissions import MODE_IDS
 from acp_server.schemas import schema_dir
+from acp_server.settings import FetchSettings
 from acp_server.thought import LEVELS
 
 GOOD = """\
@@ -118,6 +119,15 @@ def test_models_and_defaults_are_read(tmp_path: Path) -> None:
     assert sonnet.reasoning == ("off", "low", "medium", "high")
     assert (qwen.value, qwen.images, qwen.tool_call_ids) == ("local:qwen3:4b", False, "mistral")
     assert (config.default_mode, config.compaction_model) == ("accept_edits", "local:qwen3:4b")
+
+
+def test_the_fetch_table_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[fetch]\nenabled = false\nallow_private = true\n", encoding="utf-8")
+    assert load_config(path, {}).fetch == FetchSettings(enabled=False, allow_private=True)
+    path.write_text("[fetch]\nallow_privat = true\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="allow_privat"):
+        load_config(path, {})
 
 
 # ----- five broken files, one problem each, naming the key and the line ------------------------
