@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -77,6 +78,16 @@ def parse_level(value: str, source: str) -> Level:
         if value.strip().lower() == level:
             return level
     raise ValueError(f"{source}: {value!r} is not a sandbox level; use one of {', '.join(LEVELS)}")
+
+
+def key_store() -> Path:
+    """Where the agent keeps the keys `acp-server login` stores: its configuration folder
+    (`ACP_SERVER_CONFIG`'s file when that names one)."""
+    named = os.environ.get("ACP_SERVER_CONFIG", "").strip()
+    if named:
+        return Path(named).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME", "").strip() or "~/.config"
+    return Path(base).expanduser() / "acp-server"
 
 
 def policy_for(level: Level, roots: tuple[Path, ...], key_store: Path | None) -> Policy:
@@ -206,3 +217,60 @@ def describe(level: Level) -> str:
             "bubblewrap) to run safe commands without asking."
         )
     return f"Sandbox {level}, kept by {how}: commands that stay inside it run without asking."
+
+
+class Sandbox:
+    """One session's sandbox: made with the session, its private temp dir at the first
+    command, removed with the session (`close`)."""
+
+    def __init__(self, level: Level, roots: tuple[Path, ...]) -> None:
+        self.level = level
+        self._roots = roots
+        self._policy: Policy | None = None
+
+    @property
+    def how(self) -> Mechanism | None:
+        return forced_mechanism() if self.level != "off" else None
+
+    @property
+    def active(self) -> bool:
+        """Commands run confined: a level other than off, and a way to keep it."""
+        return self.level != "off" and self.how is not None
+
+    @property
+    def policy(self) -> Policy:
+        if self._policy is None:
+            self._policy = policy_for(self.level, self._roots, key_store())
+        return self._policy
+
+    def argv(self, argv: list[str]) -> list[str]:
+        how = self.how
+        return wrap(argv, self.policy, how) if self.active and how is not None else argv
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        return environment(self.policy, env) if self.active else env
+
+    def note(self, output: str, ok: bool) -> str | None:
+        return blocked_note(output, ok, self.policy) if self.active else None
+
+    def unavailable(self) -> str | None:
+        """What to tell the user once when the level cannot be kept; None when it can."""
+        return describe(self.level) if self.level != "off" and self.how is None else None
+
+    def close(self) -> None:
+        if self._policy is not None:
+            cleanup(self._policy)
+
+
+MECHANISM_ENV = "ACP_SERVER_SANDBOX_WITH"
+
+
+def forced_mechanism() -> Mechanism | None:
+    """`mechanism()`, unless ACP_SERVER_SANDBOX_WITH names one (bubblewrap, landlock) or none
+    (`none`): to use Landlock where bubblewrap is installed, or to try the fallback."""
+    named = os.environ.get(MECHANISM_ENV, "").strip().lower()
+    if named == "none":
+        return None
+    if named in ("bubblewrap", "landlock", "seatbelt"):
+        return named  # type: ignore[return-value]
+    return mechanism()

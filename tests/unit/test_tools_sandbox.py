@@ -5,6 +5,7 @@ and requires both: ACP_REQUIRE_SANDBOX=1)."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -22,7 +23,7 @@ REQUIRED = os.environ.get("ACP_REQUIRE_SANDBOX") == "1"
 
 def available(how: Mechanism) -> bool:
     if how == "bubblewrap":
-        bwrap = sandbox.shutil.which("bwrap")
+        bwrap = shutil.which("bwrap")
         return bwrap is not None and sandbox._bwrap_works(bwrap)
     return abi() >= 1
 
