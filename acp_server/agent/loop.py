@@ -193,7 +193,9 @@ async def _request(turn: Turn) -> _Reply:
 
 async def _model_round(turn: Turn, tools: tuple[ToolSpec, ...]) -> _Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
-    limit = turn.context.session.reply_limit() if turn.context is not None else None
+    context = turn.context
+    used = context.fit.used if context is not None and context.fit is not None else None
+    limit = context.session.reply_limit(used) if context is not None else None
     request = ModelRequest(
         messages=tuple(turn.history),
         tools=tools,

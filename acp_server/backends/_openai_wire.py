@@ -8,6 +8,8 @@ here are the ones real OpenAI-compatible servers set:
 - tool messages carry text only: the images of tool results (read_file on a picture) go in one
   user message right after the results, and each result says so where its image was;
 - a thought level becomes `reasoning_effort` ("on" sends none: the model's default);
+- the reply's cap is `max_tokens`, or `max_completion_tokens` for the models that refuse the
+  former (OpenAI's reasoning models, `catalog.openai_reasoning`);
 - streamed tool calls are keyed by `index`: id and name are *set* (llama.cpp repeats them in
   every delta), arguments appended; a new id at a known index starts a new call (some gateways
   send parallel calls all at index 0);
@@ -25,6 +27,7 @@ import json
 import logging
 from typing import Any
 
+from acp_server.backends import _json
 from acp_server.backends._http import BackendError, error_from_payload
 from acp_server.backends._sse import SseEvent
 from acp_server.backends.images import TOOL_IMAGES_INTRO, attached_note
@@ -67,16 +70,23 @@ EXTRA_KEY = "openai"
 
 
 def payload(
-    model: str, request: ModelRequest, *, stream: bool, stream_options: bool
+    model: str,
+    request: ModelRequest,
+    *,
+    stream: bool,
+    stream_options: bool,
+    limit_field: str = "max_tokens",
 ) -> dict[str, Any]:
-    """The JSON body of a chat-completions request."""
+    """The JSON body of a chat-completions request. `limit_field` names the reply's cap:
+    OpenAI's reasoning models take `max_completion_tokens` and refuse `max_tokens`. No
+    temperature is ever sent (those models refuse any but the default)."""
     body: dict[str, Any] = {"model": model, "messages": render_messages(request)}
     if request.tools:
         body["tools"] = [render_tool(tool) for tool in request.tools]
         # Explicit: some gateways otherwise let the model describe the action in prose.
         body["tool_choice"] = "auto"
     if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
+        body[limit_field] = request.max_tokens
     effort = openai_reasoning_effort(request.thought_level)
     if effort is not None:
         body["reasoning_effort"] = effort
@@ -189,7 +199,7 @@ class ChunkParser:
             self.done = True
             return []
         try:
-            chunk = json.loads(sse.data)
+            chunk = _json.loads(sse.data)
         except ValueError:
             if sse.event == "error":
                 failure = error_from_payload({"error": sse.data[:500]})

@@ -32,6 +32,7 @@ import json
 import logging
 from typing import Any
 
+from acp_server.backends import _json
 from acp_server.backends._http import BackendError, error_from_payload
 from acp_server.backends._sse import SseEvent
 from acp_server.backends.images import TOOL_IMAGES_INTRO, attached_note
@@ -232,7 +233,7 @@ class EventParser:
     def feed(self, sse: SseEvent) -> list[Event]:
         """Events for one SSE event; raises BackendError for an error or a failed response."""
         try:
-            data = json.loads(sse.data)
+            data = _json.loads(sse.data)
         except ValueError:
             if sse.event == "error":
                 failure = error_from_payload({"error": sse.data[:500]})

@@ -263,6 +263,13 @@ def _model_problems(models: list[Any], known: set[str], lines: dict[KeyPath, int
         elif name in names:
             where = _where(lines, ("models", n, "name"))
             problems.append(f"{where}: another model is already called {name!r}")
+        reserve, window = entry.get("reply_reserve"), entry.get("window")
+        if reserve is not None and window is not None and reserve * 2 >= window:
+            problems.append(
+                f"{_where(lines, ('models', n, 'reply_reserve'))}: the reply reserve "
+                f"({reserve:,}) must be less than half the window ({window:,}), so that most "
+                "of it is left for the conversation"
+            )
         values.add(value)
         if name:
             names.add(name)

@@ -297,7 +297,11 @@ class Session(ModelChoosing, CommandServing):
         from acp_server.agent.turn_context import SessionContext
 
         if self._context is None:
-            self._context = SessionContext.made(self._settings, self._spending)
+            entry = self.choice.entry if self.choice is not None else None
+            settings = entry.budget_settings(self._settings) if entry else self._settings
+            self._context = SessionContext.made(settings, self._spending)
+            if entry is not None and entry.facts is not None:
+                self._context.output_limit = entry.facts.output
             self._spending = self._context.spending  # the session's, across model switches
         return self._context
 

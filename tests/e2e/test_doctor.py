@@ -106,10 +106,24 @@ async def test_a_server_that_is_up_with_the_model_passes(
     assert line(lines, "✔ Model: new sessions start with openai:mock-model")
     assert line(lines, f"✔ Provider openai at {mock_llm.url}/v1: answers (1 model)")
     found = line(lines, "✔ Model openai:mock-model: served")
-    assert "context window 32,768 tokens (from the server)" in found
+    assert f"context window 32,768 tokens, from the server (GET {mock_llm.url}/v1/models)" in found
     assert "tool calling not tried" in found
     assert lines[-1].startswith("No problem found")
     assert not mock_llm.chat_requests, "without --live nothing is asked of the model"
+
+
+async def test_a_hosted_model_whose_server_tells_no_window_gets_the_catalogues(
+    clean_env: dict[str, str], mock_llm: MockLLM
+) -> None:
+    mock_llm.set(models=["gpt-4.1"])  # listed as api.openai.com lists it: no window
+    env = {**openai_env(clean_env, mock_llm), "ACP_SERVER_MODEL": "openai:gpt-4.1"}
+    code, lines, _ = await doctor(env)
+    assert code == 0, "\n".join(lines)
+    found = line(lines, "✔ Model openai:gpt-4.1: served")
+    assert "context window 1,047,576 tokens, from the model catalogue (LiteLLM " in found
+    code, lines, _ = await doctor({**env, "ACP_SERVER_CONTEXT_WINDOW": "50000"})
+    found = line(lines, "✔ Model openai:gpt-4.1: served")
+    assert "context window 50,000 tokens, as ACP_SERVER_CONTEXT_WINDOW sets it (1,047,576" in found
 
 
 async def test_a_server_that_is_down_is_said_with_what_to_do(clean_env: dict[str, str]) -> None:

@@ -36,6 +36,11 @@ and `reasoning_calls` (call id -> the reasoning item ids before it); its call id
 (every request, body included), `counted` (the prompt tokens of each chat request that passed
 the validator), `overflows` (requests refused for the window), `invalid` ((request, reason)
 refused by a strict check).
+With `strict_dialect`, OpenAI's reasoning models (o1, o3, o4-mini, gpt-5...) also refuse
+`max_tokens` and a temperature on chat completions with api.openai.com's own 400 bodies
+(strict_openai_models.py). `cache_net=True` makes Ollama's `prompt_eval_count` net of a prompt
+cache (a request extending the previous one counts only its new tokens), as older Ollama
+servers report it.
 `api_key=K` refuses (HTTP 401) every request that does not carry K (`Authorization: Bearer K`
 or `x-api-key: K`), as a server that needs a key does.
 

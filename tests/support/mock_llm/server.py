@@ -23,6 +23,7 @@ from tests.support.mock_llm.script import (
     make_plan,
 )
 from tests.support.mock_llm.view import conversation, count_tokens, tool_problem
+from tests.support.strict_openai_models import refusal
 
 Responder = Callable[[dict[str, Any]], Response]
 
@@ -65,6 +66,7 @@ class MockLLM:
         strict_tools: bool = False,
         strict_dialect: bool = False,
         api_key: str | None = None,
+        cache_net: bool = False,
     ) -> None:
         self.url = ""
         self.api_key = api_key  # when set, a request without it is refused with HTTP 401
@@ -84,6 +86,10 @@ class MockLLM:
         self.overflows: list[Recorded] = []  # chat requests refused for the window
         # Refused by `strict_tools` or `strict_dialect`, and why.
         self.invalid: list[tuple[Recorded, str]] = []
+        # Ollama's prompt_eval_count net of its prompt cache: a request that extends the
+        # previous one counts only the new tokens (older Ollama; llama.cpp's cache does it too).
+        self.cache_net = cache_net
+        self._cached: tuple[list[Any], int] | None = None
         self._script: deque[Response] = deque()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -213,6 +219,11 @@ class MockLLM:
                 dialect, req.json, self.signatures, self.reasoning, self.reasoning_calls
             )
             problem = "; ".join(found) or None
+        refused = refusal(req.json) if self.strict_dialect and dialect is openai.DIALECT else None
+        if refused is not None:
+            self.invalid.append((req, refused["error"]["message"]))
+            await out.whole(400, refused)
+            return None
         if problem is not None:
             self.invalid.append((req, problem))
             await out.whole(400, dialect.error_body(400, problem, "invalid_request_error"))
@@ -249,6 +260,8 @@ class MockLLM:
         if fault == "slow_first_byte":
             await asyncio.sleep(float(resp.get("seconds", 1.0)))
         plan = make_plan(resp, prompt_tokens)
+        if plan.usage is not None and self.cache_net and dialect is ollama.DIALECT:
+            plan.usage["prompt_tokens"] = self._net_of_cache(body, plan.usage["prompt_tokens"])
         if plan.usage is not None and self.cap_prompt_tokens is not None:
             capped = min(plan.usage["prompt_tokens"], self.cap_prompt_tokens)
             plan.usage["prompt_tokens"] = capped
@@ -276,6 +289,14 @@ class MockLLM:
                 self.reasoning_calls[str(call.id)] = [item["id"] for item in plan.reasoning]
         if dialect is openai.DIALECT and plan.calls and strict.is_gemini3(model):
             plan.call_signature = strict.signature_for(model, self.signatures, None, "")
+
+    def _net_of_cache(self, body: dict[str, Any], tokens: int) -> int:
+        """The prompt count of a server that counts only what its cache did not hold."""
+        messages = list(body.get("messages") or [])
+        previous, self._cached = self._cached, (messages, tokens)
+        if previous is not None and messages[: len(previous[0])] == previous[0]:
+            return max(tokens - previous[1], 1)
+        return tokens
 
     async def _status_fault(self, dialect: Dialect, resp: Response, out: ResponseWriter) -> None:
         extra: dict[str, str] = {}
