@@ -205,11 +205,10 @@ def cleanup(policy: Policy) -> None:
     shutil.rmtree(policy.tmp, ignore_errors=True)
 
 
-def describe(level: Level) -> str:
+def describe(level: Level, how: Mechanism | None) -> str:
     """One line for `doctor` and the session's notice: the level, and what keeps it."""
     if level == "off":
         return "Sandbox off: commands can do anything you can; each one asks first."
-    how = mechanism()
     if how is None:
         return (
             f"Sandbox {level} cannot be kept on this machine (no bubblewrap, no Landlock, no "
@@ -255,7 +254,7 @@ class Sandbox:
 
     def unavailable(self) -> str | None:
         """What to tell the user once when the level cannot be kept; None when it can."""
-        return describe(self.level) if self.level != "off" and self.how is None else None
+        return describe(self.level, None) if self.level != "off" and self.how is None else None
 
     def close(self) -> None:
         if self._policy is not None:

@@ -90,7 +90,10 @@ async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     else:
         outcome = await _local(argv, env, cwd, timeout)
     note = box.note(outcome.text, outcome.ok) if box else None
-    return replace(outcome, text=f"{outcome.text}\n\n{note}") if note else outcome
+    if note is None:
+        return outcome
+    shown = [*(outcome.content or [text_content(outcome.text)]), text_content(note)]
+    return replace(outcome, text=f"{outcome.text}\n\n{note}", content=shown)
 
 
 def _sandbox(args: dict[str, Any], ctx: ToolContext) -> Sandbox | None:
