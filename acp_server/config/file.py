@@ -66,6 +66,7 @@ class Config:
     compaction_model: str | None = None
     mcp_servers: tuple[ServerConfig, ...] = ()  # [mcp_servers.NAME]
     fetch: FetchSettings = field(default_factory=FetchSettings)  # [fetch]
+    sandbox: str | None = None  # the sandbox level of commands
     path: Path | None = None  # the file read (None: no file, built-in defaults)
     stamp: tuple[int, int] | None = field(default=None, compare=False)  # (mtime ns, size)
     # Stored keys by variable name: never printed (repr), never compared.
@@ -319,6 +320,7 @@ def _build(
         compaction_model=data.get("compaction_model"),
         mcp_servers=mcp_servers,
         fetch=FetchSettings(**data.get("fetch", {})),
+        sandbox=data.get("sandbox"),
         path=path,
         stamp=stamp,
         keys=keys,

@@ -278,7 +278,10 @@ class Sessions:
             editor=self._editors(session_id),
             recorder=recorder,
             permissions=Permissions(RuleStore(cwd), mode),
-            settings=self._settings.with_file(self._models.fetch if self._models else None),
+            settings=self._settings.with_file(
+                self._models.fetch if self._models else None,
+                self._models.sandbox if self._models else None,
+            ),
             send_update=self.send_update,
             history=history,
             title=title,

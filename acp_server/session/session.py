@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.models.catalogue import ModelEntry
     from acp_server.session.choice import ModelChoice
+    from acp_server.tools.sandbox import Sandbox
 
 __all__ = ["PromptOutcome", "Session"]  # PromptOutcome: from session_commands
 
@@ -89,6 +90,8 @@ class Session(ModelChoosing, CommandServing):
         self._send_update = send_update
         self._tools: ToolRunner | None = None
         self._jobs = Jobs()  # background commands: they outlive turns, not the session
+        self._sandbox: Sandbox | None = None  # where commands run: made with the tools
+        self._sandbox_said = False
         self._context: SessionContext | None = None  # made at the first turn
         self._spending: Spending | None = None  # what the session cost (made with the context)
         self.commands = CommandTable((*BUILTIN, *CHOICE_COMMANDS))
@@ -120,8 +123,12 @@ class Session(ModelChoosing, CommandServing):
         if self._tools is None or self.mcp is not None:  # MCP tools: as they are now
             # Imported at the first turn: `session/new` does not need the tools (~20 ms).
             from acp_server.tools.defaults import default_tools
+            from acp_server.tools.sandbox import DEFAULT_LEVEL, Sandbox, parse_level
             from acp_server.tools.toolbox import Toolbox
 
+            if self._sandbox is None:
+                level = parse_level(self._settings.sandbox or DEFAULT_LEVEL, "sandbox")
+                self._sandbox = Sandbox(level, self.roots)
             self._tools = Toolbox(
                 [*default_tools(self._settings.fetch), *(self.mcp.tools() if self.mcp else ())],
                 cwd=self.cwd,
@@ -129,6 +136,7 @@ class Session(ModelChoosing, CommandServing):
                 client=self._editor,
                 permissions=self._permissions,
                 jobs=self._jobs,
+                sandbox=self._sandbox,
             )
         return self._tools
 
@@ -220,6 +228,8 @@ class Session(ModelChoosing, CommandServing):
         await self._jobs.close()
         if self._metered is not None:
             self._metered.cancel()
+        if self._sandbox is not None:
+            self._sandbox.close()
         if self.mcp is not None:
             await self.mcp.close()
 
@@ -348,6 +358,13 @@ class Session(ModelChoosing, CommandServing):
 
         return tell
 
+    def _say_sandbox(self, tell: Callable[[str, str], None]) -> None:
+        """Once per session: a sandbox level this machine cannot keep (commands then ask)."""
+        problem = self._sandbox.unavailable() if self._sandbox is not None else None
+        if problem is not None and not self._sandbox_said:
+            self._sandbox_said = True
+            tell(problem, "warning")
+
     async def _serve_turn(self, message: Message) -> PromptOutcome:
         # Imported at the first turn: `session/new` does not need the loop (~10 ms).
         from acp_server.agent.loop import Turn, TurnFailure, run_turn
@@ -367,6 +384,7 @@ class Session(ModelChoosing, CommandServing):
             thought_level=self.choice.level if self.choice else None,
         )
         turn.tools = self._toolbox()
+        self._say_sandbox(self._tell(emit))
         try:
             stop = await run_turn(turn)
         except (asyncio.CancelledError, CancelledByUser):

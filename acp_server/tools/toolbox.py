@@ -31,6 +31,7 @@ from acp_server.tools.base import (
     settle,
 )
 from acp_server.tools.jobs import Jobs
+from acp_server.tools.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class Toolbox:
         client: EditorApi,
         permissions: Permissions,
         jobs: Jobs | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.cwd = cwd
@@ -52,6 +54,7 @@ class Toolbox:
         self.client = client
         self.permissions = permissions
         self.jobs = jobs if jobs is not None else Jobs()
+        self.sandbox = sandbox if sandbox is not None else Sandbox("off", roots)
         self._started: set[str] = set()
 
     def find(self, name: str) -> Tool | None:
@@ -69,7 +72,16 @@ class Toolbox:
         async def permit(request: Permit) -> None:
             await self._permit(call, request, emit)
 
-        return ToolContext(call.id, self.cwd, self.roots, self.client, emit, permit, jobs=self.jobs)
+        return ToolContext(
+            call.id,
+            self.cwd,
+            self.roots,
+            self.client,
+            emit,
+            permit,
+            jobs=self.jobs,
+            sandbox=self.sandbox,
+        )
 
     def announce(self, call: ToolCall) -> updates.Update:
         tool = self.find(call.name)
@@ -201,6 +213,8 @@ def _command_preview(request: Permit) -> dict[str, Any]:
     if request.command is not None:
         where = f"\n\nin {inline_code(str(request.cwd))}" if request.cwd else ""
         text = fence(request.command, "sh") + where
+        if request.reason is not None:
+            text += f"\n\nOutside the sandbox, because: {request.reason}"
     else:
         text = "\n".join(str(p) for p in request.paths) or "(no details)"
     return updates.text_content(text)

@@ -315,3 +315,15 @@ async def test_no_mcp_servers_no_mcp_line_and_no_mcp_import(
     imported = [row.rsplit("|", 1)[-1].strip() for row in err.decode().splitlines()]
     assert "acp_server.doctor.setup" in imported  # -X importtime did list the imports
     assert not [name for name in imported if name == "mcp" or name.startswith("mcp.")]
+
+
+async def test_the_sandbox_in_force_is_said_and_why(clean_env: dict[str, str]) -> None:
+    env = {**clean_env, "ACP_SERVER_SANDBOX": "workspace-write"}
+    _, lines, _ = await doctor({**env, "ACP_SERVER_SANDBOX_WITH": "landlock"})
+    assert line(lines, "✔ Sandbox workspace-write, kept by landlock"), lines
+    assert "(from ACP_SERVER_SANDBOX)" in next(x for x in lines if "Sandbox" in x)
+    _, lines, _ = await doctor({**env, "ACP_SERVER_SANDBOX_WITH": "none"})
+    assert line(lines, "! Sandbox workspace-write cannot be kept on this machine"), lines
+    assert "bubblewrap" in advice(lines, "! Sandbox")
+    _, lines, _ = await doctor({**clean_env, "ACP_SERVER_SANDBOX": "off"})
+    assert line(lines, "✔ Sandbox off"), lines
