@@ -39,6 +39,7 @@ from acp_server.context import (
     ContextBudget,
     Fit,
     ToolProfile,
+    ToolRoom,
     Window,
     apply_profile,
     choose_profile,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Emit = Callable[[updates.Update], None]
+ToolsFor = Callable[[ToolRoom | None], Sequence[ToolSpec]]  # the tools offered in a window
 StoreHistory = Callable[[list[Message]], None]
 RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep
 TRUNCATION_WARNING = (
@@ -137,6 +139,11 @@ class SessionContext:
         fit = self.budget.fit(system, self.tools(system, specs), history)
         return updates.usage(fit.used, fit.window, self.spending.shown)
 
+    def tool_room(self) -> ToolRoom:
+        """The window the tools of the next request are measured against."""
+        estimator = self.budget.estimator
+        return ToolRoom(self.window.size, lambda specs: estimator.corrected(estimator.tools(specs)))
+
     def tools(self, system: str, specs: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
         """The tools as offered for the current window (the compact profile below ~8K)."""
         key = (self.window.size, tuple(s.name for s in specs))
@@ -173,7 +180,7 @@ class TurnContext:
     async def request(
         self,
         system: str,
-        specs: Sequence[ToolSpec],
+        specs: ToolsFor,
         history: list[Message],
         *,
         note: str = "",
@@ -207,25 +214,25 @@ class TurnContext:
         return False
 
     async def compact_now(
-        self, system: str, specs: Sequence[ToolSpec], history: list[Message], focus: str
+        self, system: str, specs: ToolsFor, history: list[Message], focus: str
     ) -> str:
         """`/compact`: compact now, whatever the fit, for the window the server tells; the
         one-line result for a person."""
         await self.session.settle(wait=True)
-        self.begin(system, self.session.tools(system, specs))
+        self.begin(system, self.session.tools(system, specs(self.session.tool_room())))
         return await self.compact(history, focus, manual=True)
 
     async def offer(
-        self, system: str, specs: Sequence[ToolSpec], history: list[Message]
+        self, system: str, specs: ToolsFor, history: list[Message]
     ) -> tuple[ToolSpec, ...]:
         """The tools for the next request, as offered for the window known now. While the
         server is still asked for its window, a history that does not fit the one known so
         far waits for its answer (it may be larger) instead of compacting for nothing."""
         await self.session.settle(wait=False)
-        tools = self.session.tools(system, specs)
+        tools = self.session.tools(system, specs(self.session.tool_room()))
         if self.session.looking and self.budget.fit(system, tools, history).status != "fits":
             await self.session.settle(wait=True)
-            tools = self.session.tools(system, specs)
+            tools = self.session.tools(system, specs(self.session.tool_room()))
         return tools
 
     async def prepare(

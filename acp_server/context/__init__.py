@@ -15,7 +15,7 @@ loop uses it like this (see each module for the rules):
 
 from acp_server.context.compact import Compaction, Summarize, compact, shrank
 from acp_server.context.fit import ContextBudget, Fit
-from acp_server.context.profile import ToolProfile, apply_profile, choose_profile
+from acp_server.context.profile import ToolProfile, ToolRoom, apply_profile, choose_profile
 from acp_server.context.prune import prune_tool_outputs
 from acp_server.context.state import KeptState, is_state_message, rebuild
 from acp_server.context.summary import summary_request, transcript
@@ -31,6 +31,7 @@ __all__ = [
     "KeptState",
     "Summarize",
     "ToolProfile",
+    "ToolRoom",
     "Window",
     "apply_profile",
     "choose_profile",

@@ -95,7 +95,7 @@ class CommandServing:
         context = await self._turn_context(self._backend, emit)
         system = system_prompt(self.cwd, self.additional_dirs)
         await self.say(
-            await context.compact_now(system, self._toolbox().specs(), self.history, focus)
+            await context.compact_now(system, self._toolbox().specs, self.history, focus)
         )
 
     async def clear(self) -> None:

@@ -274,6 +274,7 @@ class Sessions:
             cwd=cwd,
             additional_dirs=extra,
             mcp_servers=mcp_servers,
+            mcp_tool_share=self._models.mcp_tool_share if self._models else None,
             backend=self._backend(choice),
             editor=self._editors(session_id),
             recorder=recorder,

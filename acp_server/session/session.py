@@ -72,6 +72,7 @@ class Session(ModelChoosing, CommandServing):
         send_update: SendUpdate,
         additional_dirs: tuple[Path, ...] = (),
         mcp_servers: Sequence[ServerConfig] = (),
+        mcp_tool_share: float | None = None,
         history: Iterable[Message] = (),
         title: str | None = None,
         choice: ModelChoice | None = None,
@@ -79,7 +80,8 @@ class Session(ModelChoosing, CommandServing):
         self.id = session_id
         self.cwd = cwd
         self.additional_dirs = additional_dirs
-        self.mcp = McpServers.start(mcp_servers, cwd, self.tell if editor.can_notice else None)
+        notify = self.tell if editor.can_notice else None
+        self.mcp = McpServers.start(mcp_servers, cwd, notify, mcp_tool_share)
         self.history: list[Message] = list(history)
         self.title = title
         self._backend = backend
@@ -137,6 +139,7 @@ class Session(ModelChoosing, CommandServing):
                 permissions=self._permissions,
                 jobs=self._jobs,
                 sandbox=self._sandbox,
+                catalog=self.mcp.catalog() if self.mcp else None,
             )
         return self._tools
 
@@ -322,7 +325,8 @@ class Session(ModelChoosing, CommandServing):
             context.look_up(self._backend)
             await context.settle(wait=True)
             system = system_prompt(self.cwd, self.additional_dirs)
-            usage = context.usage(system, self._toolbox().specs(), self.history)
+            tools = self._toolbox().specs(context.tool_room())
+            usage = context.usage(system, tools, self.history)
         except Exception:
             log.exception("the usage of loaded session %s could not be shown", self.id)
             return

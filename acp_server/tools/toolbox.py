@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server import schemas, updates
+from acp_server.context.profile import ToolRoom
 from acp_server.editor_api import ClientRequestFailed, EditorApi
 from acp_server.errors import ConnectionClosed
 from acp_server.markdown import fence, inline_code
@@ -32,6 +33,7 @@ from acp_server.tools.base import (
 )
 from acp_server.tools.jobs import Jobs
 from acp_server.tools.sandbox import Sandbox
+from acp_server.tools.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,13 @@ class Toolbox:
         permissions: Permissions,
         jobs: Jobs | None = None,
         sandbox: Sandbox | None = None,
+        catalog: ToolCatalog | None = None,
     ) -> None:
         self.tools = {t.name: t for t in tools}
+        self.catalog = catalog  # the MCP tools that may be deferred (`tool_search`)
+        if catalog is not None:
+            search = catalog.tool()
+            self.tools[search.name] = search
         self.cwd = cwd
         self.roots = roots
         self.client = client
@@ -62,10 +69,16 @@ class Toolbox:
         name that only differs by surrounding spaces, quotes or a trailing colon still finds it."""
         return self.tools.get(name) or self.tools.get(name.strip().strip("`'\"").rstrip(":."))
 
-    def specs(self) -> tuple[ToolSpec, ...]:
+    def specs(self, room: ToolRoom | None = None) -> tuple[ToolSpec, ...]:
+        """The tools for the next request; in `room`, MCP tools that would crowd the window
+        are deferred behind `search_tools` (see `tool_search`)."""
+        hidden: set[str] = set()
+        if self.catalog is not None:
+            hidden = self.catalog.hidden(room) if room is not None else {"search_tools"}
         return tuple(
             ToolSpec(t.name, t.description, t.input_schema or schemas.load(f"tools/{t.name}.json"))
             for t in self.tools.values()
+            if t.name not in hidden
         )
 
     def _context(self, call: ToolCall, emit: Emit) -> ToolContext:
@@ -110,6 +123,8 @@ class Toolbox:
         if early.verdict == "deny":  # e.g. an edit in Plan mode: refuse before touching anything
             return ToolOutcome(early.reason, ok=False)
         ctx = self._context(call, emit)
+        if self.catalog is not None:
+            self.catalog.used(tool.name)
         try:
             return await tool.run(call.arguments, ctx)
         except ToolFailure as exc:
