@@ -154,7 +154,8 @@ class McpServers:
         have = (
             "Tools of these MCP servers are available in this session: "
             + ", ".join(counts)
-            + ". When a tool you need is not in your tool list, find it with search_tools."
+            + ". When search_tools is among your tools, some of theirs are not listed yet: "
+            "search_tools finds and loads the ones a task needs."
             if counts
             else ""
         )
