@@ -55,6 +55,7 @@ class McpServers:
         self.servers = list(servers)
         self._share = tool_share  # of the window for MCP tools (None: the default)
         self._catalog: ToolCatalog | None = None
+        self._new_turn = True  # the next catalog() starts a turn (`before_turn` was called)
         self._cwd = cwd
         self._notify = notify  # shows a notice now; None: reports wait for the next turn
         self._reports: list[str] = []
@@ -115,6 +116,7 @@ class McpServers:
         """Wait for pending connections, say what failed since the last turn; the note for the
         model's system prompt ("" or a paragraph)."""
         await self.ready()
+        self._new_turn = True
         reports, self._reports = self._reports, []
         for text in reports:
             tell(text, "warning")
@@ -144,7 +146,9 @@ class McpServers:
 
         if self._catalog is None:
             self._catalog = ToolCatalog(self._share or TOOL_SHARE)
-        self._catalog.begin_turn(McpTool(t, c.name, c.config.tools) for c, t in self._tools())
+        tools = [McpTool(t, c.name, c.config.tools) for c, t in self._tools()]
+        self._catalog.begin_turn(tools, new=self._new_turn)
+        self._new_turn = False
         return self._catalog
 
     def note_for_model(self) -> str:

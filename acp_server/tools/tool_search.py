@@ -68,10 +68,10 @@ class ToolCatalog:
         self._deferred: list[McpTool] = []  # as decided for the latest request
         self._room: ToolRoom | None = None
 
-    def begin_turn(self, tools: Iterable[McpTool]) -> None:
-        """A new turn, with the servers' tools as they are now; tools neither found nor called
-        in the last turn are unloaded."""
-        self._turn += 1
+    def begin_turn(self, tools: Iterable[McpTool], *, new: bool = True) -> None:
+        """A new turn (`new`; else the same one, e.g. for /compact), with the servers' tools
+        as they are now; tools neither found nor called in the last turn are unloaded."""
+        self._turn += 1 if new else 0
         self._tools = {t.tool.name: t for t in tools}
         self._loaded = {
             name: turn

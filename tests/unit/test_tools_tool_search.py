@@ -75,6 +75,8 @@ def test_a_loaded_tool_stays_while_it_is_used() -> None:
     found.used("mcp__git__git_log")
     found.begin_turn(found.tools)
     assert "mcp__git__git_log" not in found.hidden(small)
+    found.begin_turn(found.tools, new=False)  # the same turn again (/compact): still loaded
+    assert "mcp__git__git_log" not in found.hidden(small)
     found.begin_turn(found.tools)  # not called in the last turn: unloaded
     assert "mcp__git__git_log" in found.hidden(small)
 
