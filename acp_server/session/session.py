@@ -325,8 +325,7 @@ class Session(ModelChoosing, CommandServing):
             context.look_up(self._backend)
             await context.settle(wait=True)
             system = system_prompt(self.cwd, self.additional_dirs)
-            tools = self._toolbox().specs(context.tool_room())
-            usage = context.usage(system, tools, self.history)
+            usage = context.usage(system, self._toolbox().specs(context.tool_room()), self.history)
         except Exception:
             log.exception("the usage of loaded session %s could not be shown", self.id)
             return
