@@ -7,6 +7,7 @@ server killed mid-session, and nothing left running after `session/close`."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -257,6 +258,10 @@ async def test_a_server_killed_mid_session_and_close_leaves_no_process(
     assert len(running) == 4, running
     time_server = next(p for p in running if b"mcp_server_time" in cmdline(p))
     os.kill(time_server, signal.SIGKILL)
+    for _ in range(100):  # until the agent has reaped it: killed between calls, not during one
+        if time_server not in children(agent):
+            break
+        await asyncio.sleep(0.05)
     stop, frames = await run_prompt(server, session, "and now?")
     assert stop == "end_turn", said(frames)
     # Killed between calls: the user is told, and the next call starts it again.
