@@ -45,6 +45,7 @@ from acp_server.context import (
     choose_profile,
     clip_result,
     compact,
+    worth_compacting,
 )
 from acp_server.context.tokens import MESSAGE_OVERHEAD
 from acp_server.messages import (
@@ -242,9 +243,11 @@ class TurnContext:
         it cannot fit (the history is then untouched), else None."""
         self.begin(system, tools)
         fit = self.budget.fit(system, tools, history)
-        if fit.status == "compact" or (self.session.compact_due() and fit.status == "fits"):
+        due = fit.status == "compact" or (self.session.compact_due() and fit.status == "fits")
+        if due and worth_compacting(self.budget, system, tools, history):
             await self.compact(history)
             fit = self.budget.fit(system, tools, history)
+        self.session.due = False
         self.fit = fit
         return fit.problem()
 
