@@ -398,8 +398,9 @@ class Session(ModelChoosing, CommandServing):
             return PromptOutcome("end_turn", TurnFailure("internal", INTERNAL_FAILURE))
         finally:
             end()
-        if stop == "refusal":
-            self._forget_refused(message)
+        too_large = turn.failure is not None and turn.failure.reason == "context"
+        if stop == "refusal" or (too_large and self.history and self.history[-1] is message):
+            self._forget_refused(message)  # a prompt too large for the window was never sent
         return PromptOutcome(stop, turn.failure)
 
     async def _mcp_turn(self, emit: Emit) -> str:
