@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from acp_server.store import Store
-from acp_server.transcript import Restored, restore
+from acp_server.store.database import Store
+from acp_server.store.transcript import Restored, restore
 from tests.support.context_session import (
     ReaderSession,
     compactions,
