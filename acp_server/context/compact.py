@@ -164,8 +164,14 @@ class _Plan:
 
     def split(self, history: Sequence[Message]) -> int:
         """Where the verbatim tail starts: the newest rounds within its share, and at least the
-        newest round (the results the model asked for just now; clipped if too large)."""
-        return min(tail_start(history, self.share(TAIL_SHARE), self.est), _newest(history))
+        newest round (the results the model asked for just now; clipped if too large), or the
+        whole current exchange when it fits beside the state (the prompt stays a message)."""
+        tail = tail_start(history, self.share(TAIL_SHARE), self.est)
+        current = _newest_exchange(history)
+        room = self.limit - self.share(USER_SHARE)
+        if current and self.total(history[current:]) <= room:
+            return min(tail, current)
+        return min(tail, _newest(history))
 
     def best(self, history: Sequence[Message]) -> int:
         """The least a summary could leave: the state and the newest round."""
