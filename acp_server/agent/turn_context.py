@@ -267,7 +267,11 @@ class TurnContext:
             raise
         self.session.due = False
         if result.stage == "none":
-            text = "Nothing to compact yet: the conversation has no older part to summarize."
+            text = (
+                "Nothing to compact yet: the conversation has no older part to summarize."
+                if manual
+                else "The conversation could not be made smaller; it is sent as it is."
+            )
             shown.ended("completed", text)
             return text
         history[:] = result.history

@@ -165,6 +165,20 @@ async def test_a_compaction_that_leaves_the_request_above_the_trigger_is_not_rep
     assert budget.fit(SYSTEM, TOOLS, more).status == "compact"
 
 
+async def test_a_summary_that_would_free_little_beside_a_large_newest_round_is_skipped() -> None:
+    """Nothing older to prune, a few short messages before a file that fills most of the
+    window: a summary round would free almost nothing, so nothing is compacted or shown."""
+    budget = ContextBudget(Window(configured=8192))
+    chat = [text_message("user", "hello"), text_message("assistant", "Hello! What next?")]
+    hist = [*chat, *read_turn(99, 18_500)[:3]]
+    fit = budget.fit(SYSTEM, TOOLS, hist)
+    assert fit.status == "compact" and fit.used <= fit.budget
+    assert not worth_compacting(budget, SYSTEM, TOOLS, hist)
+    summaries = Summaries()
+    result = await run(budget, hist, summaries)
+    assert result.stage == "none" and result.history == hist and summaries.requests == []
+
+
 def close_call_history() -> list[Message]:
     """Older reads pruning can remove, an exchange without tools, then the file the model just
     asked for: every way of pruning leaves the same request."""
