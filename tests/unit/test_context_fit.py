@@ -266,8 +266,9 @@ def test_an_overshooting_factor_does_not_make_honest_counts_look_cut() -> None:
 
 def test_after_a_compaction_that_freed_too_little_the_threshold_waits_for_growth() -> None:
     budget = ContextBudget(Window(configured=8192))
-    hist = history(12)
+    hist = history(23)
     plain = budget.fit("system", TOOLS, hist)
+    assert plain.threshold < plain.used <= plain.budget
     budget.floor = plain.used  # a compaction could not get below this
     raised = budget.fit("system", TOOLS, hist)
     regrow = (raised.budget - raised.system - raised.tools) // 10
@@ -275,3 +276,10 @@ def test_after_a_compaction_that_freed_too_little_the_threshold_waits_for_growth
     assert raised.trigger == plain.threshold  # what compaction aims under is unchanged
     budget.floor = raised.budget
     assert budget.fit("system", TOOLS, hist).threshold == raised.budget  # never past the budget
+
+
+def test_the_raised_threshold_is_forgotten_once_the_conversation_is_small_again() -> None:
+    budget = ContextBudget(Window(configured=8192))
+    budget.floor = budget.fit("system", TOOLS, history(12)).used
+    assert budget.fit("system", TOOLS, history(1)).threshold == int(6144 * 0.85)  # /clear
+    assert budget.floor == 0
