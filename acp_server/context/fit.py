@@ -172,8 +172,8 @@ class ContextBudget:
         trigger = int(budget * self.threshold)
         system_tokens = est.corrected(self._system_tokens(system))
         tools_tokens = est.corrected(self._tool_tokens(tools)) + est.overhead
-        history = est.corrected(meter.tokens)
-        if self.floor and system_tokens + tools_tokens + history <= trigger:
+        messages = est.corrected(meter.tokens)
+        if self.floor and system_tokens + tools_tokens + messages <= trigger:
             self.floor = 0  # the conversation got smaller (/clear, a new model): start afresh
         threshold = trigger
         if self.floor:
@@ -187,7 +187,7 @@ class ContextBudget:
             system=system_tokens,
             tools=tools_tokens,
             prompt=est.corrected(prompt),
-            history=history,
+            history=messages,
             raw_text=self._system[1] + self._tools[1] + meter.tokens - meter.images,
             source=self.window.source,
         )
