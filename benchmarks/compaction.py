@@ -12,7 +12,8 @@ its first word). Two sessions:
   turn are printed for information (pruning needs no model round).
 - "short turns, long paths": the default window (nothing reported), N turns (default 100)
   whose prompts and tool arguments name files deep in long folders. Figure: pairs of
-  consecutive turns that both compacted although the first freed no clear room (target 0).
+  consecutive turns that both compacted without a summary freeing room in the first (target
+  0).
 
 In both sessions, a compaction must never leave the request larger than it found it (target
 0). Counts, not times: no floor is measured.
@@ -57,10 +58,10 @@ class Session:
         return sum(after > before for t in self.turns for before, after, _ in t)
 
     def useless_pairs(self) -> int:
-        """Consecutive turns that both compacted, the first without freeing clear room."""
+        """Consecutive turns that both compacted, the first without a summary freeing room."""
         pairs = 0
         for first, second in zip(self.turns, self.turns[1:], strict=False):
-            freed = any(after <= before * 0.9 for before, after, _ in first)
+            freed = any(how == "older messages summarized" for _, _, how in first)
             pairs += bool(first and second and not freed)
         return pairs
 
@@ -150,7 +151,7 @@ def main() -> int:
          True),
         ("both: compactions that grew the request", short.grew() + small.grew(), "",
          "0", short.grew() + small.grew() == 0),
-        ("short turns: consecutive compactions, nothing freed", short.useless_pairs(), "", "0",
+        ("short turns: consecutive compactions, no summary between", short.useless_pairs(), "", "0",
          short.useless_pairs() == 0),
     ]  # fmt: skip
     print(f"{args.turns} turns of 6 KB reads in 8,192 tokens; {args.short_turns} short turns")

@@ -58,7 +58,8 @@ log = logging.getLogger(__name__)
 Summarize = Callable[[ModelRequest], Awaitable[str | None]]
 Stage = Literal["none", "prune", "summary", "truncate"]
 
-# Shares of the room the system prompt and tools leave for messages.
+# Shares of the room the system prompt and tools leave for messages under the trigger (what a
+# compaction leaves), and of the whole budget's room (the margins of its decisions).
 GOAL_SHARE = 0.5  # the most a summary or truncation leaves, the newest round allowing
 KEEP_OUTPUTS_SHARE = 0.25  # newest older tool outputs kept whole by pruning
 TAIL_SHARE = 0.15  # newest rounds kept verbatim after a summary (at least the newest round)
@@ -66,7 +67,7 @@ USER_SHARE = 0.08  # the user's earlier messages in the state (its file lists: h
 SUMMARY_SHARE = 0.1  # the summary's own length (its max_tokens)
 NEAR_BEST_SHARE = 0.1  # pruning this close to what a summary could reach is enough
 MIN_GAIN_SHARE = 0.15  # a summary must be expected to free at least this much
-LIMIT_MARGIN = 0.03  # a compacted request stays this far under the budget
+LIMIT_MARGIN = 0.01  # a compacted request stays this far under the budget
 PRUNE_SLACK = 0.03  # a pruned request this close to its goal is a close call
 SHRINK_MARGIN = 0.1  # a stage must shrink the request by at least this share
 MAX_SUMMARY_FAILURES = 2
@@ -139,11 +140,18 @@ class _Plan:
 
     @property
     def room(self) -> int:
-        """The budget minus the system prompt and tools: what messages may use."""
-        return self.fit.budget - self.fit.system - self.fit.tools
+        """What messages may use under the trigger (the system prompt and tools take the
+        rest): every share is of this, so a large fixed part does not leave the goal at the
+        trigger itself."""
+        return self.fit.trigger - self.fit.system - self.fit.tools
 
     def share(self, part: float) -> int:
         return max(int(self.room * part), 0)
+
+    def budget_share(self, part: float) -> int:
+        """A share of the whole budget's room for messages: for the margins of a decision,
+        which must not vanish when the fixed part leaves little room under the trigger."""
+        return max(int((self.fit.budget - self.fit.system - self.fit.tools) * part), 0)
 
     @property
     def goal(self) -> int:
@@ -153,7 +161,7 @@ class _Plan:
     @property
     def limit(self) -> int:
         """The most a compaction may leave: the budget, less a margin."""
-        return self.fit.budget - self.share(LIMIT_MARGIN)
+        return self.fit.budget - self.budget_share(LIMIT_MARGIN)
 
     @property
     def user_chars(self) -> int:
@@ -165,11 +173,12 @@ class _Plan:
     def split(self, history: Sequence[Message]) -> int:
         """Where the verbatim tail starts: the newest rounds within its share, and at least the
         newest round (the results the model asked for just now; clipped if too large), or the
-        whole current exchange when it fits beside the state (the prompt stays a message)."""
+        whole current exchange when it fits the goal beside the state (the prompt stays a
+        message)."""
         tail = tail_start(history, self.share(TAIL_SHARE), self.est)
         current = _newest_exchange(history)
-        room = self.limit - self.share(USER_SHARE)
-        if current and self.total(history[current:]) <= room:
+        room = self.share(GOAL_SHARE) - self.share(USER_SHARE)
+        if current and self.est.corrected(self.est.messages(history[current:])) <= room:
             return min(tail, current)
         return min(tail, _newest(history))
 
@@ -180,7 +189,7 @@ class _Plan:
     def prune_goal(self, history: Sequence[Message]) -> int:
         """What pruning must reach: the goal, or near the least a summary could leave when
         that is more; within the limit."""
-        near = self.best(history) + self.share(NEAR_BEST_SHARE)
+        near = self.best(history) + self.budget_share(NEAR_BEST_SHARE)
         return min(max(self.goal, near), self.limit)
 
 
@@ -268,7 +277,7 @@ def _prune_point(budget: ContextBudget, plan: _Plan, history: Sequence[Message])
     the sizes: how many outputs a share keeps jumps by a whole file. The last two exchanges'
     outputs are protected first, then only the current exchange's, then the newest round's."""
     goal = plan.prune_goal(history)
-    slack = plan.share(PRUNE_SLACK)
+    slack = plan.budget_share(PRUNE_SLACK)
     for protect in _protections(history):
         after = plan.total(prune_tool_outputs(history, plan.est, 0, protect_from=protect))
         close = abs(after - goal) <= slack  # a close call goes the way the last one went
@@ -289,7 +298,7 @@ def _summary_pays(plan: _Plan, history: Sequence[Message]) -> bool:
     """Is a summary worth its model round: the request does not fit otherwise, or it would
     free a clear share of the room (not only the few messages beside a large newest round)?"""
     gain = plan.fit.used - plan.best(history)
-    return plan.fit.used > plan.limit or gain >= plan.share(MIN_GAIN_SHARE)
+    return plan.fit.used > plan.limit or gain >= plan.budget_share(MIN_GAIN_SHARE)
 
 
 def _protections(history: Sequence[Message]) -> list[int]:

@@ -184,7 +184,7 @@ def close_call_history() -> list[Message]:
     asked for: every way of pruning leaves the same request."""
     chat = [text_message("user", "and the tests?"), text_message("assistant", "They pass. " * 40)]
     newest = read_turn(99, 3000)[:3]
-    return [*(m for n in range(6) for m in read_turn(n, 3000)), *chat, *newest]
+    return [*(m for n in range(4) for m in read_turn(n, 3000)), *chat, *newest]
 
 
 async def stage_with(pad: int, budget: ContextBudget) -> str:
