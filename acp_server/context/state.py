@@ -32,6 +32,7 @@ FILE_TOOLS: dict[str, tuple[str, str]] = {
     "write_file": ("edited", "path"),
 }
 PLAN_TOOL = "update_plan"
+FILE_CHARS = 400  # the file lists get at least this much, however small the room
 IMAGE_NOTE = "[attached an image]"
 SUMMARY_HEADING = "[Earlier conversation, compacted to make room in the context window]"
 NO_SUMMARY = (
@@ -92,7 +93,7 @@ def collect(history: Sequence[Message], head_end: int, user_chars: int) -> KeptS
     """The state of `history` for a compaction that replaces `history[:head_end]`: the user
     messages of that part (the newest always, older ones while `user_chars` last), the plan,
     and the files of the whole history (earlier compactions' state included), the most
-    recently touched within half of `user_chars`."""
+    recently touched within half of `user_chars` (at least `FILE_CHARS`)."""
     users: list[str] = []
     read: dict[str, None] = {}
     edited: dict[str, None] = {}
@@ -116,7 +117,8 @@ def collect(history: Sequence[Message], head_end: int, user_chars: int) -> KeptS
             path = call.arguments.get(key) if kind else None
             if isinstance(path, str) and path:
                 _touch(read if kind == "read" else edited, (path,))
-    files_read, files_edited, dropped = _files_within(list(read), list(edited), user_chars // 2)
+    file_chars = max(user_chars // 2, FILE_CHARS)
+    files_read, files_edited, dropped = _files_within(list(read), list(edited), file_chars)
     current = not any(m.role == "user" and not is_state_message(m) for m in history[head_end:])
     users_kept = _newest_within(users, user_chars, whole_newest=current)
     return KeptState(users_kept, plan, files_read, files_edited, left_out + dropped)
