@@ -190,13 +190,19 @@ def clip_end(text: str, limit: int) -> str:
 _background: set[asyncio.Future[Any]] = set()
 
 
+def keep(task: asyncio.Future[Any]) -> None:
+    """Hold a cleanup task that nobody awaits until it is done (asyncio keeps only weak
+    references to tasks)."""
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
 async def settle(step: Awaitable[Any], what: str) -> bool:
     """Let a cleanup step finish (within CLEANUP_SECONDS) even while the caller is being
     cancelled: the step itself is never cancelled. A failure is logged, not raised. False if
     the step did not finish in time."""
     task = asyncio.ensure_future(step)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
+    keep(task)
     done, _ = await asyncio.wait({task}, timeout=CLEANUP_SECONDS)
     if not done:
         log.warning("%s did not finish within %g s", what, CLEANUP_SECONDS)

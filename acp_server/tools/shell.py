@@ -18,6 +18,7 @@ there they are set to the empty string.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +36,7 @@ from acp_server.tools.base import (
     ToolFailure,
     ToolOutcome,
     clip_end,
+    keep,
     settle,
     text_content,
 )
@@ -215,9 +217,21 @@ async def _create_terminal(
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if await settle(task, "terminal/create") and not task.cancelled() and not task.exception():
-            await settle(client.release_terminal(task.result()), "terminal/release")
+        # Released once its id arrives, from a callback: awaiting it here could itself be cut
+        # short by a second cancel (a `session/cancel` and a `$/cancel_request` of the same
+        # prompt), which left the terminal running with nobody to release it.
+        task.add_done_callback(functools.partial(_release_created, client))
         raise
+
+
+def _release_created(client: EditorApi, created: asyncio.Future[str]) -> None:
+    """A terminal created for a call that was cancelled meanwhile: release it."""
+    if not created.cancelled() and created.exception() is None:
+        keep(
+            asyncio.ensure_future(
+                settle(client.release_terminal(created.result()), "terminal/release")
+            )
+        )
 
 
 async def _wait_terminal(
