@@ -190,6 +190,23 @@ def clip_end(text: str, limit: int) -> str:
 _background: set[asyncio.Future[Any]] = set()
 
 
+async def _through_cancels(task: asyncio.Future[Any], seconds: float) -> bool:
+    """Wait for `task` (at most `seconds`), through any cancel of the caller meanwhile: a
+    second cancel (`session/cancel` and `$/cancel_request` of one prompt) must not cut a
+    cleanup short. Such a cancel is raised once the wait is over. True if it finished."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    cancelled = False
+    while not task.done() and loop.time() < deadline:
+        try:
+            await asyncio.wait({task}, timeout=deadline - loop.time())
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.done()
+
+
 def keep(task: asyncio.Future[Any]) -> None:
     """Hold a cleanup task that nobody awaits until it is done (asyncio keeps only weak
     references to tasks)."""
@@ -199,12 +216,12 @@ def keep(task: asyncio.Future[Any]) -> None:
 
 async def settle(step: Awaitable[Any], what: str) -> bool:
     """Let a cleanup step finish (within CLEANUP_SECONDS) even while the caller is being
-    cancelled: the step itself is never cancelled. A failure is logged, not raised. False if
-    the step did not finish in time."""
+    cancelled, again or for the first time: the step itself is never cancelled, and a cancel
+    that arrives meanwhile is raised after it. A failure is logged, not raised. False if the
+    step did not finish in time."""
     task = asyncio.ensure_future(step)
     keep(task)
-    done, _ = await asyncio.wait({task}, timeout=CLEANUP_SECONDS)
-    if not done:
+    if not await _through_cancels(task, CLEANUP_SECONDS):
         log.warning("%s did not finish within %g s", what, CLEANUP_SECONDS)
         return False
     if not task.cancelled() and task.exception() is not None:

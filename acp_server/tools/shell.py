@@ -18,7 +18,6 @@ there they are set to the empty string.
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -36,7 +35,6 @@ from acp_server.tools.base import (
     ToolFailure,
     ToolOutcome,
     clip_end,
-    keep,
     settle,
     text_content,
 )
@@ -217,21 +215,14 @@ async def _create_terminal(
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        # Released once its id arrives, from a callback: awaiting it here could itself be cut
-        # short by a second cancel (a `session/cancel` and a `$/cancel_request` of the same
-        # prompt), which left the terminal running with nobody to release it.
-        task.add_done_callback(functools.partial(_release_created, client))
+        await settle(_release_when_created(client, task), "terminal/create and release")
         raise
 
 
-def _release_created(client: EditorApi, created: asyncio.Future[str]) -> None:
-    """A terminal created for a call that was cancelled meanwhile: release it."""
-    if not created.cancelled() and created.exception() is None:
-        keep(
-            asyncio.ensure_future(
-                settle(client.release_terminal(created.result()), "terminal/release")
-            )
-        )
+async def _release_when_created(client: EditorApi, created: asyncio.Future[str]) -> None:
+    """A terminal created for a call that was cancelled meanwhile: released once its id
+    arrives."""
+    await client.release_terminal(await created)
 
 
 async def _wait_terminal(
