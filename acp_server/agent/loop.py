@@ -1,9 +1,9 @@
 """One prompt turn: ask the model, run the tools it asks for, repeat until it is done.
 
 `run_turn` never touches the wire. It gets an `emit` callable for `session/update` payloads, a
-toolbox, the history and a `record` callable; the session owns the connection, the store and
+toolbox and the session's `History`; the session owns the connection, the store and
 cancellation. Every message the turn adds goes through `_add`, which appends it to the history
-and records it (the session writes it to the store). Cancellation arrives as
+(which records it: the session's recorder writes it to the store). Cancellation arrives as
 `CancelledError` at any await; the `finally` blocks leave history consistent (a partial reply is
 kept as what the user saw; every tool call gets exactly one result) and close every started
 tool call with a final status before the turn is answered.
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from acp_server import updates
+from acp_server.agent.history import History
 from acp_server.agent.turn_context import TurnContext
 from acp_server.backends import Backend
 from acp_server.messages import (
@@ -45,7 +46,6 @@ from acp_server.tools.base import ToolOutcome
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 Emit = Callable[[updates.Update], None]
-Record = Callable[[Message], None]
 # (text, severity): a `notice` update when the client shows notices, else an agent message.
 Tell = Callable[[str, str], None]
 
@@ -86,16 +86,11 @@ class TurnFailure:
     message: str
 
 
-def unrecorded(message: Message) -> None:
-    """The `record` of a turn whose messages are kept nowhere but in its history."""
-
-
 @dataclass
 class Turn:
     backend: Backend
-    history: list[Message]
+    history: History  # records each message the turn adds
     emit: Emit
-    record: Record = unrecorded  # called with each message the turn adds to `history`
     tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = 50
     tell: Tell | None = None
@@ -195,7 +190,7 @@ async def _model_round(turn: Turn, tools: tuple[ToolSpec, ...]) -> _Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
     limit = turn.context.session.reply_limit() if turn.context is not None else None
     request = ModelRequest(
-        messages=tuple(turn.history),
+        messages=turn.history.messages,
         tools=tools,
         system=turn.system,
         max_tokens=limit,
@@ -366,6 +361,5 @@ def _answer_unanswered(turn: Turn) -> None:
 
 
 def _add(turn: Turn, message: Message) -> None:
-    """The one place the turn writes history: append the message, and record it."""
+    """The one place the turn writes history (which records the message)."""
     turn.history.append(message)
-    turn.record(message)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_server import updates
+from acp_server.agent.history import History
 from acp_server.backends import Backend
 from acp_server.backends.providers import Price
 from acp_server.context import (
@@ -69,7 +70,6 @@ async def reported_window(backend: Backend) -> int | None:
 
 
 Emit = Callable[[updates.Update], None]
-StoreHistory = Callable[[list[Message]], None]
 RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep
 # Below this window the reply is capped at the reserve the budget keeps free (`max_tokens`): a
 # small local model otherwise rambles until the window is full (minutes on a CPU), and then the
@@ -182,7 +182,6 @@ class TurnContext:
     session: SessionContext
     backend: Backend
     emit: Emit
-    store: StoreHistory  # records a rebuilt history (compaction, /clear)
     compaction_updates: bool = False  # the client shows `compaction_update`s
     price: Price | None = None  # of the turn's model (None: its cost is not known)
     summarizer: tuple[Backend, Price | None] | None = None  # a compaction model, and its price
@@ -199,7 +198,7 @@ class TurnContext:
         self._request = (system, tools)
 
     async def offer(
-        self, system: str, specs: Sequence[ToolSpec], history: list[Message]
+        self, system: str, specs: Sequence[ToolSpec], history: Sequence[Message]
     ) -> tuple[ToolSpec, ...]:
         """The tools for the next request, as offered for the window known now. While the
         server is still asked for its window, a history that does not fit the one known so
@@ -212,7 +211,7 @@ class TurnContext:
         return tools
 
     async def prepare(
-        self, system: str, tools: tuple[ToolSpec, ...], history: list[Message]
+        self, system: str, tools: tuple[ToolSpec, ...], history: History
     ) -> str | None:
         """Fit the next request, compacting first when needed; the problem for a person when
         it cannot fit (the history is then untouched), else None."""
@@ -224,8 +223,9 @@ class TurnContext:
         self.fit = fit
         return fit.problem()
 
-    async def compact(self, history: list[Message], focus: str = "", manual: bool = False) -> str:
-        """Compact `history` in place, shown and stored; the one-line result for a person."""
+    async def compact(self, history: History, focus: str = "", manual: bool = False) -> str:
+        """Compact `history` (which records the result), shown; the one-line result for a
+        person."""
         system, tools = self._request
         shown = _Shown(self.emit, self.compaction_updates)
         try:
@@ -243,8 +243,7 @@ class TurnContext:
             text = "Nothing to compact yet: the conversation has no older part to summarize."
             shown.ended("completed", text)
             return text
-        history[:] = result.history
-        self.store(list(result.history))
+        history.replace(result.history)
         log.info("context: %s %s", result.describe(), "; ".join(result.problems))
         shown.ended("completed", result.describe(), result.summary)
         self._usage(result.after)

@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     from acp_server.models.catalogue import Catalogue
     from acp_server.models.source import ModelSource
     from acp_server.session.choice import ModelChoice
-    from acp_server.session.choosing import SendUpdate
-    from acp_server.session.session import Session
+    from acp_server.session.session import SendUpdate, Session
     from acp_server.store.database import SessionRow, Store
     from acp_server.store.transcript import NullRecorder, Recorder
     from acp_server.tools.mcp_config import ServerConfig
@@ -346,8 +345,7 @@ class Sessions:
         if self._models is not None and self._models.problem is not None:
             return
         for session in list(self._settled().values()):
-            if session.choice is not None and session.choice.grow(catalogue):
-                session.catalogue_grew()
+            session.catalogue_grew(catalogue)
 
     def _recorder(self, session_id: str) -> Recorder | NullRecorder:
         from acp_server.store.transcript import NullRecorder, Recorder
