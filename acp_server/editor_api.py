@@ -67,6 +67,12 @@ class EditorApi(Protocol):
         """The client shows `compaction_update`s (`session.compaction` capability)."""
         ...
 
+    @property
+    def can_plan(self) -> bool:
+        """The client takes plan operations (`plan_update`, `plan_removed`: the `plan`
+        capability) instead of the legacy `plan` update."""
+        ...
+
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
@@ -106,6 +112,7 @@ class NoEditor:
     can_terminal = False
     can_notice = False
     can_show_compaction = False
+    can_plan = False
 
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]

@@ -40,6 +40,9 @@ class ToolCall:
     arguments: dict[str, Any]
     # The raw argument text when it did not parse as a JSON object (reported back to the model).
     invalid_arguments: str | None = None
+    # Vendor-private data of this one call, keyed by dialect and stamped with the model (Gemini's
+    # thought signature); only that backend reads it back, and a model switch drops it.
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class ToolCallDelta:
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+    extra: dict[str, Any] | None = None  # the call's private data (`ToolCall.extra`), when sent
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,7 @@ class ToolCallAssembler:
 
     def __init__(self) -> None:
         self._parts: dict[int, list[Any]] = {}
+        self._extra: dict[int, dict[str, Any]] = {}
 
     def add(self, delta: ToolCallDelta) -> None:
         slot = self._parts.setdefault(delta.index, [None, None, []])
@@ -178,6 +183,8 @@ class ToolCallAssembler:
             slot[1] = delta.name
         if delta.arguments:
             slot[2].append(delta.arguments)
+        if delta.extra:
+            self._extra.setdefault(delta.index, {}).update(delta.extra)
 
     def calls(self, id_prefix: str) -> list[ToolCall]:
         """The assembled calls in index order; nameless gaps are dropped."""
@@ -188,7 +195,8 @@ class ToolCallAssembler:
                 continue
             raw = "".join(fragments).strip()
             args, invalid = _parse_arguments(raw)
-            out.append(ToolCall(call_id or f"{id_prefix}{n}", name, args, invalid))
+            extra = self._extra.get(index, {})
+            out.append(ToolCall(call_id or f"{id_prefix}{n}", name, args, invalid, extra))
         return out
 
 

@@ -10,6 +10,9 @@ variables:
   the server reports and what the agent observes is used.
 - `ACP_SERVER_REPLY_RESERVE`: tokens kept free for the model's reply (default: a quarter of the
   window, at most 4,096).
+- `ACP_SERVER_FETCH` (`on`/`off`) and `ACP_SERVER_FETCH_ALLOW_PRIVATE` (`on`/`off`): whether the
+  `fetch_url` tool is offered, and whether it may reach private and loopback addresses. They win
+  over the configuration file's `[fetch]` table (`enabled`, `allow_private`).
 
 A value that is not a whole number, or out of range, is an error that names the setting and
 says what to write instead: a wrong window silently ignored would bring back the overflows it
@@ -22,7 +25,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 STORE_FILE = "sessions.sqlite3"
@@ -30,12 +33,33 @@ LOG_FILE = "acp-server.log"
 
 CONTEXT_WINDOW_ENV = "ACP_SERVER_CONTEXT_WINDOW"
 REPLY_RESERVE_ENV = "ACP_SERVER_REPLY_RESERVE"
+FETCH_ENV = "ACP_SERVER_FETCH"
+FETCH_PRIVATE_ENV = "ACP_SERVER_FETCH_ALLOW_PRIVATE"
+_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 # No model has a smaller window (the same floor as context.window.MIN_WINDOW).
 MIN_CONTEXT_WINDOW = 512
 
 
 class SettingsError(ValueError):
     """A setting has a value that cannot be used; the message is for a person."""
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """The fetch_url tool: offered at all, and allowed to reach private addresses. None: not
+    said at this level (the environment, then the configuration file, then the default)."""
+
+    enabled: bool | None = None
+    allow_private: bool | None = None
+
+    def over(self, lower: FetchSettings | None) -> FetchSettings:
+        """These settings, with what they leave unsaid taken from `lower`."""
+        if lower is None:
+            return self
+        return FetchSettings(
+            lower.enabled if self.enabled is None else self.enabled,
+            lower.allow_private if self.allow_private is None else self.allow_private,
+        )
 
 
 @dataclass
@@ -47,6 +71,7 @@ class Settings:
     default_context_window: int = 8192
     context_window: int | None = None  # configured; the smallest known value wins
     reply_reserve: int | None = None  # tokens kept for the reply; None: relative to the window
+    fetch: FetchSettings = field(default_factory=FetchSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, context_window: int | None = None) -> Settings:
@@ -66,7 +91,22 @@ class Settings:
                 f"the window is left for the conversation. Lower {REPLY_RESERVE_ENV}, or unset "
                 "it to use the default."
             )
-        return cls(context_window=window, reply_reserve=reserve)
+        fetch = FetchSettings(_switch(environ, FETCH_ENV), _switch(environ, FETCH_PRIVATE_ENV))
+        return cls(context_window=window, reply_reserve=reserve, fetch=fetch)
+
+    def with_file(self, fetch: FetchSettings | None) -> Settings:
+        """These settings, with the configuration file's `[fetch]` where they say nothing."""
+        return replace(self, fetch=self.fetch.over(fetch))
+
+
+def _switch(environ: Mapping[str, str], name: str) -> bool | None:
+    """An on/off variable; None when unset or empty."""
+    text = environ.get(name, "").strip().lower()
+    if not text:
+        return None
+    if text in _ON or text in _OFF:
+        return text in _ON
+    raise SettingsError(f"{name} must be on or off (or 1 / 0), but it is {text!r}.")
 
 
 def context_window_flag(text: str) -> int:

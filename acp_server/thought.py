@@ -45,7 +45,12 @@ DESCRIPTIONS = {
 }
 _RANK = {"off": 0, "minimal": 1, "low": 2, "on": 3, "medium": 3, "high": 4, "max": 5}
 # What each API does when it is not told, so the default costs nothing unexpected.
-_API_DEFAULT = {"anthropic": "off", "openai": "medium", "ollama": "on"}
+_API_DEFAULT = {
+    "anthropic": "off",
+    "openai": "medium",
+    "openai-responses": "medium",
+    "ollama": "on",
+}
 ANTHROPIC_BUDGETS = {
     "on": 10_000,
     "minimal": 1_024,
@@ -74,6 +79,7 @@ _KNOWN: dict[str, tuple[tuple[str, tuple[str, ...], bool], ...]] = {
     ),
     "ollama": (("gpt-oss", ("low", "medium", "high"), False),),
 }
+_KNOWN["openai-responses"] = _KNOWN["openai"]  # the same models, on the Responses API
 
 
 def guess(dialect: str, model: str) -> tuple[tuple[str, ...], bool]:

@@ -6,6 +6,7 @@ about connections; the session adds `sessionId` and sends them.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 Update = dict[str, Any]
@@ -79,3 +80,68 @@ def text_content(text: str) -> dict[str, Any]:
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(word.title() for word in rest)
+
+
+# ----- plans ----------------------------------------------------------------------------------
+# A session has one plan, the model's. The plan tool emits the legacy `plan` update (a list of
+# entries) or, for a Markdown plan, a `plan_update`; a cleared plan is a `plan_removed`. What is
+# stored is what the tool emitted; `plan_view` turns it into what this client understands, live
+# and on replay alike: `plan_update`/`plan_removed` for a client that opted in to plan operations
+# (`clientCapabilities.plan`), and for the others the legacy `plan`, which ACP then requires.
+
+PLAN_ID = "plan"
+_CHECKBOX = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\[( |x|X|~|-)\]\s+(.+?)\s*$")
+_STATUS = {
+    " ": "pending",
+    "x": "completed",
+    "X": "completed",
+    "~": "in_progress",
+    "-": "in_progress",
+}
+
+
+def plan_markdown(content: str, path: str | None = None) -> Update:
+    """A `plan_update` holding a Markdown plan (`path`: the absolute path of its file)."""
+    plan: dict[str, Any] = {"type": "markdown", "planId": PLAN_ID, "content": content}
+    if path is not None:
+        plan["path"] = path
+    return {"sessionUpdate": "plan_update", "plan": plan}
+
+
+def plan_removed() -> Update:
+    return {"sessionUpdate": "plan_removed", "planId": PLAN_ID}
+
+
+def is_plan(update: Update) -> bool:
+    return update.get("sessionUpdate") in ("plan", "plan_update", "plan_removed")
+
+
+def plan_view(update: Update, plan_operations: bool) -> Update:
+    """`update` as a client with (or without) plan operations is shown it."""
+    kind = update.get("sessionUpdate")
+    if plan_operations and kind == "plan":
+        items = {"type": "items", "planId": PLAN_ID, "entries": update.get("entries") or []}
+        return {"sessionUpdate": "plan_update", "plan": items}
+    if plan_operations or kind not in ("plan_update", "plan_removed"):
+        return update
+    plan = update.get("plan") if kind == "plan_update" else None
+    if not isinstance(plan, dict):
+        return {"sessionUpdate": "plan", "entries": []}  # removed: an empty plan clears it
+    if plan.get("type") == "items":
+        return {"sessionUpdate": "plan", "entries": plan.get("entries") or []}
+    return {"sessionUpdate": "plan", "entries": markdown_entries(str(plan.get("content", "")))}
+
+
+def markdown_entries(content: str) -> list[dict[str, Any]]:
+    """A Markdown plan as legacy entries: its checklist items (`- [ ]`, `- [x]`, `- [~]`), or
+    else the whole text as one pending entry, so a client without plan operations still
+    shows something."""
+    entries = []
+    for line in content.splitlines():
+        found = _CHECKBOX.match(line)
+        if found:
+            status = _STATUS[found.group(1)]
+            entries.append({"content": found.group(2), "priority": "medium", "status": status})
+    if entries or not content.strip():
+        return entries
+    return [{"content": content.strip(), "priority": "medium", "status": "pending"}]

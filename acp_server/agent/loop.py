@@ -188,7 +188,9 @@ async def _request(turn: Turn) -> _Reply:
 
 async def _model_round(turn: Turn, tools: tuple[ToolSpec, ...]) -> _Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
-    limit = turn.context.session.reply_limit() if turn.context is not None else None
+    context = turn.context
+    used = context.fit.used if context is not None and context.fit is not None else None
+    limit = context.session.reply_limit(used) if context is not None else None
     request = ModelRequest(
         messages=turn.history.messages,
         tools=tools,
@@ -327,7 +329,8 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
     text = outcome.text
     if turn.context is not None:  # the model gets what fits; the editor was shown it all
         text = turn.context.clip(text, call.name, turn.history)
-    _add(turn, text_message("tool", text, tool_call_id=call.id))
+    parts = ((TextPart(text),) if text else ()) + outcome.images
+    _add(turn, Message(role="tool", content=parts, tool_call_id=call.id))
 
 
 def _tell(turn: Turn, text: str, severity: str) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from acp_server import updates
 from acp_server.agent.history import History
+from acp_server.agent.reply_cap import reply_cap
 from acp_server.backends import Backend
 from acp_server.backends.providers import Price
 from acp_server.context import (
@@ -71,13 +72,6 @@ async def reported_window(backend: Backend) -> int | None:
 
 Emit = Callable[[updates.Update], None]
 RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep
-# Below this window the reply is capped at the reserve the budget keeps free (`max_tokens`): a
-# small local model otherwise rambles until the window is full (minutes on a CPU), and then the
-# next request no longer fits. Larger windows are hosted or big local models: they keep their
-# own defaults (a cap of a few thousand tokens could cut a long edit short). Only a window that
-# is known (configured, reported or observed): the conservative default for an unknown one says
-# nothing about the model, and some hosted APIs reject `max_tokens` outright.
-CAPPED_WINDOW = 32_768
 CARD_TITLE = "Compacting conversation"
 TRUNCATION_WARNING = (
     "The model server read only about {kept:,} of the ~{sent:,} tokens it was sent, so it "
@@ -115,6 +109,8 @@ class Spending:
 
 class SessionContext:
     """One session's context: the budget, the tool profile, and what the user was told."""
+
+    output_limit: int | None = None  # the model's longest reply, when the catalogue tells
 
     def __init__(self, window: Window, spending: Spending | None = None) -> None:
         self.budget = ContextBudget(window)
@@ -158,12 +154,9 @@ class SessionContext:
     def window(self) -> Window:
         return self.budget.window
 
-    def reply_limit(self) -> int | None:
-        """The `max_tokens` of a model request: the reply reserve for a known small window."""
-        window = self.window
-        if window.known and window.size < CAPPED_WINDOW:
-            return window.reply_reserve
-        return None
+    def reply_limit(self, used: int | None = None) -> int | None:
+        """The `max_tokens` of a model request whose prompt is about `used` tokens (`reply_cap`)."""
+        return reply_cap(self.window, used, self.output_limit)
 
     def tools(self, system: str, specs: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
         """The tools as offered for the current window (the compact profile below ~8K)."""

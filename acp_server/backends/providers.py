@@ -1,12 +1,13 @@
 """Where models run and what is known of them: providers, the built-in ones, model facts.
 
-A `Provider` is an API endpoint in one wire dialect (`openai`, `anthropic`, `ollama`): its base
-URL, the environment variable holding its key (`api_key_env`, never the key itself) and extra
-headers. Four exist without any configuration (`builtin_providers`): three addressed from the
-environment variables users already set (OPENAI_BASE_URL / OPENAI_API_KEY,
-ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY, OLLAMA_HOST), and `local`, a model file the agent runs
-itself (`backends/local.py`). A `ModelConfig` is what is known of one
-model (from the configuration file, or discovered on a local server); what is not known is None.
+A `Provider` is an API endpoint in one wire dialect (`openai`, `openai-responses`, `anthropic`,
+`ollama`): its base URL, the environment variable holding its key (`api_key_env`, never the key
+itself) and extra headers. Five exist without any configuration (`builtin_providers`): four
+addressed from the environment variables users already set (OPENAI_BASE_URL / OPENAI_API_KEY
+for `openai` and for `openai-responses`, OpenAI's Responses API at the same address;
+ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY; OLLAMA_HOST), and `local`, a model file the agent runs
+itself (`backends/local.py`). A `ModelConfig` is what is known of one model (from the
+configuration file, or discovered on a local server); what is not known is None.
 
 These are plain data shared by `configfile` (which reads them from config.toml), `backends.select`
 (which builds a backend for a provider) and `backends.discover` (which finds models): they live
@@ -15,8 +16,10 @@ here, below all three, so that none imports a layer above it.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ HOSTED = {
 }
 
 
+RESPONSES = "openai-responses"  # OpenAI's Responses API: the dialect and its built-in provider
 LOCAL_URL = "http://127.0.0.1"  # the port is chosen when the embedded model's server starts
 
 
@@ -103,6 +107,9 @@ def builtin_providers(env: Mapping[str, str]) -> dict[str, Provider]:
         for name, h in HOSTED.items()
     }
     out["ollama"] = Provider("ollama", "ollama", ollama_url(env.get("OLLAMA_HOST")))
+    # OpenAI's API (or OPENAI_BASE_URL) through the Responses API: `openai-responses:gpt-5`.
+    openai = out["openai"]
+    out[RESPONSES] = Provider(RESPONSES, RESPONSES, openai.base_url, openai.api_key_env)
     # A GGUF file the agent runs itself (backends/local.py): `local:smollm2`, `local:/a.gguf`.
     out["local"] = Provider("local", "local", LOCAL_URL)
     return out
@@ -117,3 +124,18 @@ def ollama_url(host: str | None) -> str:
     if host.count(":") == 1:  # scheme only, no port
         host += ":11434"
     return host.rstrip("/")
+
+
+def is_local_host(host: str) -> bool:
+    """Whether `host` is this machine or the local network (a self-hosted server)."""
+    if host == "localhost" or host.endswith((".local", ".localhost")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private
+
+
+def is_local_url(url: str) -> bool:
+    return is_local_host(urlsplit(url).hostname or "")

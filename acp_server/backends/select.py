@@ -10,8 +10,13 @@ model `qwen3:8b`. Without a configuration file, endpoints and keys come from the
 | dialect     | endpoint (default)                                   | key               |
 |-------------|------------------------------------------------------|-------------------|
 | `openai`    | OPENAI_BASE_URL (https://api.openai.com/v1)          | OPENAI_API_KEY    |
+| `openai-responses` | the same, through the Responses API           | OPENAI_API_KEY    |
 | `ollama`    | OLLAMA_HOST (http://127.0.0.1:11434)                 | —                 |
 | `anthropic` | ANTHROPIC_BASE_URL (https://api.anthropic.com)       | ANTHROPIC_API_KEY |
+
+An `openai` model that is one of OpenAI's reasoning models (gpt-5, o3, ...) on OpenAI's own API
+goes through the Responses API all the same (`responses.needs_responses`): only there does its
+reasoning survive the tool rounds of a turn.
 
 A hosted API (OpenAI's, Anthropic's) without its key gets no request at all: every prompt fails
 at once with a message naming the variable to set (a request would only be refused, or on a
@@ -32,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from acp_server import redaction
-from acp_server.backends import Backend
-from acp_server.backends.local import INSTALL
+from acp_server.backends import Backend, window_origin
+from acp_server.backends.local import CONTEXT_ENV, INSTALL
 from acp_server.backends.providers import HOSTED as HOSTED
 from acp_server.backends.providers import Hosted, Provider, builtin_providers
 from acp_server.backends.providers import ollama_url as ollama_url
@@ -43,7 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DIALECTS = ("openai", "ollama", "anthropic")
+DIALECTS = ("openai", "openai-responses", "ollama", "anthropic")
 HOW_TO_CONFIGURE = (
     "No model is configured, no API key is set, no local model server answered (Ollama on "
     "port 11434, LM Studio on 1234, llama.cpp on 8080) and the embedded model is not "
@@ -60,6 +65,7 @@ LOCAL_SERVERS = (
     ("openai", "http://127.0.0.1:8080/v1", "/models"),
 )
 PROBE_TIMEOUT = 0.3
+OLLAMA_PORT = 11434
 
 
 class ModelSpecError(ValueError):
@@ -116,7 +122,7 @@ def missing_provider_key(provider: Provider, model: str, env: Mapping[str, str])
     variable = provider.api_key_env
     if not variable or env.get(variable):
         return None
-    hosted = HOSTED.get(provider.name)
+    hosted = HOSTED.get(provider.name.removesuffix("-responses"))  # the same API, either way
     if hosted is not None and variable == hosted.key_env:
         if urlsplit(provider.base_url).hostname != urlsplit(hosted.default_base).hostname:
             return None
@@ -153,10 +159,11 @@ def from_provider(
 ) -> Backend:
     """The backend for `model` on `provider` (built in, or from the configuration file): its
     dialect, base URL and extra headers, its key read from `provider.api_key_env` in `env` at
-    each request (never kept). `window` is a configured context window (Ollama sends it as
-    `num_ctx`); `images=False` sends a note in place of each image (None: not known, images are
-    sent until the server refuses them); `adaptive_thinking` is for Claude models that take
-    `{"type": "adaptive"}` thinking (`ModelEntry.adaptive_thinking`)."""
+    each request (never kept). `window` is a configured context window, honoured by every
+    dialect (Ollama also sends it as `num_ctx`); `images=False` sends a note in place of each
+    image (None: not known, images are sent until the server refuses them);
+    `adaptive_thinking` is for Claude models that take `{"type": "adaptive"}` thinking
+    (`ModelEntry.adaptive_thinking`)."""
     problem = missing_provider_key(provider, model, env)
     if problem is not None:
         from acp_server.backends.unconfigured import UnconfiguredBackend
@@ -171,11 +178,23 @@ def from_provider(
         "environ": env,
         "images": images,
     }
+    if provider.dialect == "openai-responses" or _responses(provider, model):
+        from acp_server.backends.responses import ResponsesBackend
+
+        return ResponsesBackend(provider.base_url, model, context_window=window, **common)
     if provider.dialect == "openai":
         from acp_server.backends.openai import OpenAIBackend
 
-        return OpenAIBackend(provider.base_url, model, **common)
+        if looks_like_ollama(provider.base_url):
+            # Ollama's OpenAI-compatible endpoint ignores the window; its native API takes it.
+            from acp_server.backends.ollama import OllamaBackend
+
+            log.info("%s is an Ollama server: using its native API", provider.base_url)
+            return OllamaBackend(provider.base_url, model, num_ctx=window, **common)
+        return OpenAIBackend(provider.base_url, model, window=window, **common)
     if provider.dialect == "local":
+        if window and not env.get(CONTEXT_ENV):  # the file's window, unless the variable says
+            env = {**env, CONTEXT_ENV: str(window)}
         return _local(model, env)
     if provider.dialect == "ollama":
         from acp_server.backends.ollama import OllamaBackend
@@ -190,6 +209,22 @@ def from_provider(
         adaptive_thinking=adaptive_thinking,
         **common,
     )
+
+
+def _responses(provider: Provider, model: str) -> bool:
+    """An `openai` model that needs the Responses API (an OpenAI reasoning model there)."""
+    if provider.dialect != "openai":
+        return False
+    from acp_server.backends.responses import needs_responses
+
+    return needs_responses(provider.base_url, model)
+
+
+def looks_like_ollama(base_url: str) -> bool:
+    """Whether an OpenAI-compatible URL is an Ollama server's `/v1` (its port, or its name)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    return parts.port == OLLAMA_PORT or host == "ollama" or host.startswith("ollama.")
 
 
 def _local(model: str, env: Mapping[str, str]) -> Backend:
@@ -262,6 +297,7 @@ async def probe_local(
                 for m in models
                 if isinstance(m, dict) and isinstance(n := m.get("name") or m.get("id"), str) and n
             ]
+            names = [n for n in names if redaction.redact(n) == n]  # never a listed secret
             if names:
                 log.info("using %s model %s found at %s", dialect, names[0], base)
                 return ModelSpec(dialect, names[0]), base
@@ -306,6 +342,10 @@ class AutoBackend:
     async def context_window(self) -> int | None:
         backend = await self._backend()
         return await backend.context_window() if backend else None
+
+    @property
+    def window_origin(self) -> str:
+        return window_origin(self._chosen) if self._chosen is not None else ""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         backend = await self._backend()

@@ -4,6 +4,8 @@
 - `acp-server run "PROMPT"`: a headless client that drives a real server over pipes (`run.py`);
 - `acp-server sessions [export ID]`: the stored sessions, listed or exported (`sessions.py`,
   rendering in `export.py`);
+- `acp-server setup`: choose the model at a terminal, keys stored (`setup.py`); `login` /
+  `logout`: one API key stored or removed (`login.py`);
 - `acp-server doctor`: checks the setup, one line per check (`doctor.py`, checks in
   `acp_server.doctor`); `doctor --mcp JSON` connects to MCP servers and lists their tools
   (`doctor_mcp.py`).
@@ -30,6 +32,8 @@ A coding agent that editors launch as a subprocess and talk to over the Agent Cl
   acp-server config               print the configuration in effect (secrets masked)
   acp-server doctor [--live]      check the setup: models, servers, keys, store, log, editor
   acp-server doctor --mcp JSON    connect to MCP server(s) and list their tools
+  acp-server setup                choose the model: a hosted API (and its key), a local server, the
+                                  embedded model
   acp-server login [VARIABLE]     store an API key in the configuration file; logout removes it
 """
 
@@ -228,6 +232,15 @@ def build_parser() -> argparse.ArgumentParser:
     _common(config)
     _add_doctor(sub)
     _add_login(sub)
+    setup = sub.add_parser(
+        "setup",
+        help="choose the model new sessions start with: a hosted API (its key stored, mode "
+        "0600), a model server on this machine, or the embedded model",
+        description="Choose, at a terminal, the model new sessions start with; it is written "
+        "to the configuration file as default_model (an API key in its [keys] table, the file "
+        'readable only by you). What your editor\'s "Set up a model" runs.',
+    )
+    _common(setup)
     return parser
 
 
@@ -275,9 +288,10 @@ def _add_login(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _serving_word_dropped(argv: list[str]) -> list[str]:
     """`acp-server acp login VAR` as `acp-server login VAR`: an editor's terminal authentication
-    appends `login VAR` to the command it launches, which may end in `acp` or `serve`."""
+    appends `login VAR` (or `setup`) to the command it launches, which may end in `acp` or
+    `serve`."""
     for n, word in enumerate(argv):
-        if word in ("login", "logout"):
+        if word in ("login", "logout", "setup"):
             before = [i for i, w in enumerate(argv[:n]) if w in ("acp", "serve")]
             return [w for i, w in enumerate(argv) if i not in before[-1:]]
     return argv
@@ -302,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         from acp_server.cli.doctor import doctor
 
         return doctor(args)
+    if args.command == "setup":
+        from acp_server.cli.setup import setup
+
+        return setup(args)
     if args.command in ("login", "logout"):
         from acp_server.cli import login
 

@@ -50,6 +50,7 @@ async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check
         checks = [ok(f"Model: none asked; the scripted backend plays {script}")]
     else:
         setup = read_setup(getattr(args, "config", None), getattr(args, "model", None), env)
+        env = setup.config.environ(env)  # keys stored with `login`/`setup` count, as in a session
         remote, catalogue = await server_checks(setup, env)
         checks = [*setup.checks, *remote, *await _mcp(setup.config.mcp_servers)]
         if getattr(args, "live", False):

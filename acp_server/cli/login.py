@@ -21,24 +21,24 @@ from pathlib import Path
 def login(args: argparse.Namespace) -> int:
     from acp_server.config.keys import KeyFileError, store_key
 
-    path = _config_file(args)
+    path = config_file(args)
     variable = args.variable or _default_variable(args, path)
     if variable is None:
-        _say(
+        say(
             "acp-server login: the default model needs no key, so there is nothing to ask "
             "for. To store a key anyway, name its variable: acp-server login OPENAI_API_KEY"
         )
         return 2
-    key = _ask(f"{variable} (typing is not shown): ")
+    key = ask_secret(f"{variable} (typing is not shown): ")
     if not key:
-        _say("acp-server login: no key entered; nothing was stored.")
+        say("acp-server login: no key entered; nothing was stored.")
         return 1
     try:
         store_key(path, variable, key)
     except KeyFileError as exc:
-        _say(f"acp-server login: {exc}")
+        say(f"acp-server login: {exc}")
         return 1
-    _say(
+    say(
         f"Stored {variable} in {path} (readable only by you). The agent uses it when "
         f"{variable} is not set in its environment; `acp-server logout` removes it."
     )
@@ -48,20 +48,20 @@ def login(args: argparse.Namespace) -> int:
 def logout(args: argparse.Namespace) -> int:
     from acp_server.config.keys import KeyFileError, remove_keys
 
-    path = _config_file(args)
+    path = config_file(args)
     try:
         gone = remove_keys(path, [args.variable] if args.variable else None)
     except KeyFileError as exc:
-        _say(f"acp-server logout: {exc}")
+        say(f"acp-server logout: {exc}")
         return 1
     if gone:
-        _say(f"Removed {', '.join(gone)} from {path}.")
+        say(f"Removed {', '.join(gone)} from {path}.")
     else:
-        _say(f"No key is stored in {path}" + (f" for {args.variable}." if args.variable else "."))
+        say(f"No key is stored in {path}" + (f" for {args.variable}." if args.variable else "."))
     return 0
 
 
-def _config_file(args: argparse.Namespace) -> Path:
+def config_file(args: argparse.Namespace) -> Path:
     from acp_server.config.file import config_path
 
     return config_path(getattr(args, "config", None), os.environ)[0]
@@ -74,18 +74,18 @@ def _default_variable(args: argparse.Namespace, path: Path) -> str | None:
 
     source = ModelSource(model_values(getattr(args, "model", None), os.environ), os.environ, path)
     if source.problem is not None:
-        _say(f"acp-server login: {source.problem}")
+        say(f"acp-server login: {source.problem}")
     entry = source.default_entry()
     return entry.provider.api_key_env if entry is not None else None
 
 
-def _ask(prompt: str) -> str:
+def ask_secret(prompt: str) -> str:
     """The key, not echoed on a terminal; a line of stdin otherwise."""
     if sys.stdin.isatty():
         return getpass.getpass(prompt, stream=sys.stderr).strip()
-    _say(prompt.rstrip())
+    say(prompt.rstrip())
     return sys.stdin.readline().strip()
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)

@@ -1,10 +1,10 @@
 """How `acp-server run` answers the server's `session/request_permission`.
 
 Three policies, chosen from the command line: `--yes` allows every call; at a terminal (stdin a
-TTY) the user is asked, y / n / a (always); otherwise (stdin piped) nobody can be asked and the
-call is refused, saying which flag would allow it. The question goes to stderr, never into the
-reply on stdout. Ctrl-C while a question waits answers it `cancelled`, as ACP asks of a client
-that cancels the turn.
+TTY) the user is asked, y / n / a (always), answered with a single key; otherwise (stdin
+piped) nobody can be asked and the call is refused, saying which flag would allow it. The
+question goes to stderr, never into the reply on stdout. Ctrl-C while a question waits answers
+it `cancelled`, as ACP asks of a client that cancels the turn.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import termios
+import tty
 from typing import Any, Literal
 
 from acp_server.cli.run_printer import Printer
@@ -91,13 +93,18 @@ class Permissions:
         offered = {key: option_for(options, kinds) for key, kinds in KEYS.items()}
         keys = [key for key in ("y", "a", "n") if offered[key] is not None]
         choices = " / ".join(f"[{key}] {_label(key, options)}" for key in keys)
+        single = os.isatty(self._fd())
+        how = "press" if single else "type"
+        hint = f"{how} {', '.join(keys[:-1])} or {keys[-1]}" + ("" if single else " and Enter")
         while not self.cancelled:
-            self.err.write(f"\n[permission] Allow {title}?\n  {choices}: ")
+            self.err.write(f"\n[permission] Allow {title}?\n  {choices} ({hint}): ")
             self.err.flush()
-            line = await self._read_line()
+            line = await (self._read_key() if single else self._read_line())
             if line is None:  # end of input (Ctrl-D) or Ctrl-C: nobody said yes
                 break
             key = line.strip().lower()[:1]
+            if single:
+                self._say(key)  # the key is not echoed: say what was answered
             if key in keys:
                 return selected(offered[key])
             self._say(f"  Please answer {', '.join(keys[:-1])} or {keys[-1]}.")
@@ -105,10 +112,29 @@ class Permissions:
             return selected(None)
         return selected(offered["n"])
 
+    def _fd(self) -> int:
+        assert self.fd is not None
+        return self.fd
+
+    async def _read_key(self) -> str | None:
+        """One key pressed on the terminal, without Enter (what else arrived with it, such as
+        the rest of a pasted word and its newline, is dropped); None at the end of input or
+        when the turn is cancelled. Ctrl-C still interrupts: only line editing and echo are
+        off while waiting."""
+        fd = self._fd()
+        saved = termios.tcgetattr(fd)
+        try:
+            tty.setcbreak(fd, termios.TCSANOW)
+            while True:
+                typed = await self._read_line()
+                if typed is None or typed.strip():
+                    return typed
+        finally:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
     async def _read_line(self) -> str | None:
         """One line typed on the terminal; None at its end or when the turn is cancelled."""
-        assert self.fd is not None
-        fd = self.fd
+        fd = self._fd()
         loop = asyncio.get_running_loop()
         line: asyncio.Future[str | None] = loop.create_future()
 

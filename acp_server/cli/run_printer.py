@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from acp_server.cli.export import unified_diff
+from acp_server.cli.run_output import command_output, tail
+from acp_server.tools.shell import NO_OUTPUT
 from acp_server.wire.jsonrpc import Params
 
 DIM, RED, GREEN, CYAN = "2", "31", "32", "36"
@@ -23,7 +25,8 @@ class Style:
     """ANSI styling for one stream: on only when it is a terminal and NO_COLOR is unset."""
 
     def __init__(self, stream: TextIO, environ: Mapping[str, str] = os.environ) -> None:
-        self.on = is_terminal(stream) and not environ.get("NO_COLOR")
+        self.terminal = is_terminal(stream)  # a person reads it: command output is shown
+        self.on = self.terminal and not environ.get("NO_COLOR")
 
     def paint(self, text: str, code: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.on and text else text
@@ -68,6 +71,7 @@ class ToolLog:
         self.style = style
         self.cwd = cwd
         self.titles: dict[str, str] = {}
+        self.kinds: dict[str, str] = {}
         self.shown: set[tuple[str, str]] = set()  # (path, new text) of the diffs shown
 
     def title(self, call: dict[str, Any]) -> str:
@@ -79,14 +83,31 @@ class ToolLog:
     def update(self, update: dict[str, Any]) -> None:
         title = self.title(update)
         if update.get("sessionUpdate") == "tool_call":
+            self.kinds[str(update.get("toolCallId"))] = str(update.get("kind"))
             self._say(f"\n[tool] {title}")
         self.diffs(update)
         status = update.get("status")
+        if update.get("sessionUpdate") == "tool_call_update" and status in ("completed", "failed"):
+            self.output(update)
         if update.get("sessionUpdate") == "tool_call_update" and status == "completed":
             self._say(self.style.paint(f"[tool completed] {title}", GREEN))
         elif update.get("sessionUpdate") == "tool_call_update" and status == "failed":
             why = _first_text(update.get("content"))
             self._say(self.style.paint(f"[tool failed] {title}", RED) + (f": {why}" if why else ""))
+
+    def output(self, update: dict[str, Any]) -> None:
+        """On a terminal, the end of what a finished command printed, dimmed."""
+        if not self.style.terminal or self.kinds.get(str(update.get("toolCallId"))) != "execute":
+            return
+        output = command_output(update.get("content"))
+        if not output or output == NO_OUTPUT:
+            return
+        lines, left_out = tail(output)
+        if left_out:
+            noun = "line" if left_out == 1 else "lines"
+            self._say(self.style.paint(f"  … {left_out} earlier {noun} not shown", DIM))
+        for line in lines:
+            self._say(self.style.paint(f"  {line}", DIM))
 
     def details(self, call: dict[str, Any]) -> None:
         """What a call asking for permission will do: its diffs, or the text describing it

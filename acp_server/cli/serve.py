@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("acp_server")
 
+BACKGROUND_SECONDS = 1.0  # on a signal, for stopping background commands before the rest
+
 # Shown when a person starts the server at a terminal, where it would otherwise sit silent.
 TERMINAL_HINT = (
     "acp-server speaks ACP (the Agent Client Protocol, JSON-RPC) on stdin/stdout, for an "
@@ -150,6 +152,28 @@ async def _wind_down(timeout: float = 0.5) -> None:
         await asyncio.wait(others, timeout=max(deadline - loop.time(), 0))
 
 
+_stopping: list[asyncio.Task[None]] = []
+
+
+def _on_signal(serving: asyncio.Task[None]) -> None:
+    """SIGTERM / SIGINT: stop the background commands first, while the editor still answers
+    (an editor terminal is released with a request), then stop serving. A second signal stops
+    at once."""
+    if _stopping:
+        serving.cancel()
+        return
+
+    async def stop() -> None:
+        from acp_server.tools.jobs import close_everywhere
+
+        try:
+            await close_everywhere(BACKGROUND_SECONDS)
+        finally:
+            serving.cancel()
+
+    _stopping.append(asyncio.ensure_future(stop()))
+
+
 async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> None:
     if getattr(args, "max_turn_requests", None):
         settings.max_turn_requests = args.max_turn_requests
@@ -169,7 +193,7 @@ async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> 
     task = asyncio.create_task(conn.serve())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, functools.partial(_on_signal, task))
     try:
         await task
         log.info("stopping: the editor closed stdin")

@@ -1,5 +1,6 @@
 """Storing an API key in the configuration file's `[keys]` table, and removing it again: what
-`acp-server login` / `logout` (and ACP's `logout`) do.
+`acp-server login` / `logout` (and ACP's `logout`) do; and setting `default_model` (with the
+provider of a local server found without one), what `acp-server setup` does.
 
 The file is edited line by line (`tomllines` says where the table and the key are), so its
 comments and everything else in it stay as they were. It is written whole to a temporary file
@@ -44,6 +45,29 @@ def store_key(path: Path, variable: str, key: str) -> None:
         )
     else:
         lines += ([""] if lines and lines[-1].strip() else []) + [f"[{TABLE}]", entry]
+    _write(path, "\n".join(lines) + "\n")
+
+
+def set_default_model(path: Path, value: str, provider: tuple[str, str, str] | None = None) -> None:
+    """Set the top-level `default_model = "value"`; with `provider` (name, dialect, base URL),
+    add its [providers.NAME] table unless the file has one."""
+    text = _read(path)
+    lines = text.splitlines()
+    found = key_lines(text)
+    entry = f"default_model = {json.dumps(value)}"
+    if ("default_model",) in found:
+        lines[found[("default_model",)] - 1] = entry
+    else:
+        headers = [n for n in found.values() if lines[n - 1].lstrip().startswith("[")]
+        at = min(headers, default=len(lines) + 1) - 1
+        lines[at:at] = [entry, ""] if at < len(lines) else [entry]
+    if provider is not None and ("providers", provider[0]) not in found:
+        name, dialect, base = provider
+        lines += ([""] if lines and lines[-1].strip() else []) + [
+            f"[providers.{name}]",
+            f"dialect = {json.dumps(dialect)}",
+            f"base_url = {json.dumps(base)}",
+        ]
     _write(path, "\n".join(lines) + "\n")
 
 

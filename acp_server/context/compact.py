@@ -5,7 +5,12 @@
     (c) deterministic truncation          always works; the fallback of (b)
 
 Each stage runs only when the previous one did not bring the request down to the goal (60 % of
-the room the system prompt and tools leave) by a clear margin; a summary that fails, comes back
+the room the system prompt and tools leave) by a clear margin. Pruning is judged with slack:
+a pruned request within `PRUNE_SLACK` of the goal either way is a close call, and a close call
+goes the way the session's previous compaction went (pruned: prune again; went further: go
+further). So a few tokens more or less (a longer working directory in the system prompt) do not
+flip a turn between a quick prune and a summary round, nor make a session alternate between
+them; a summary that fails, comes back
 empty, or is not clearly smaller than what it replaced falls through to truncation, and after
 `MAX_SUMMARY_FAILURES` failures in a row the session skips the summary. Nothing is mutated: the
 result is a new history for the caller to store.
@@ -41,6 +46,7 @@ TAIL_SHARE = 0.3  # newest rounds kept verbatim after a summary
 USER_SHARE = 0.1  # the user's earlier messages kept verbatim in the state
 SUMMARY_SHARE = 0.15  # the summary's own length (its max_tokens)
 SHRINK_MARGIN = 0.1  # a stage must shrink the request by at least this share
+PRUNE_SLACK = 0.05  # of the room: a pruned request this close to the goal is a close call
 MAX_SUMMARY_FAILURES = 2
 
 
@@ -119,10 +125,11 @@ async def compact(
     if fit.status == "too_large":  # nothing to gain: the caller tells the user fit.problem()
         return Compaction(list(history), "none", fit.used, fit.used)
     plan = _Plan(fit, budget.estimator)
+    if not manual:
+        pruned = _prune(budget, plan, history)
+        if pruned is not None:
+            return Compaction(pruned, "prune", fit.used, plan.total(pruned))
     pruned = prune_tool_outputs(history, plan.est, plan.share(KEEP_OUTPUTS_SHARE))
-    after = plan.total(pruned)
-    if not manual and after <= plan.goal and shrank(fit.used, after):
-        return Compaction(pruned, "prune", fit.used, after)
     split = plan.split(pruned)
     if split == 0 and manual:  # all of it fits the tail's share: keep the newest exchange only
         split = _newest_exchange(pruned)
@@ -138,6 +145,26 @@ async def compact(
     cut = truncate(pruned, plan.goal - fit.system - fit.tools, plan.est, plan.user_chars)
     log.info("context: truncated the history (%s)", "; ".join(problems))
     return Compaction(cut, "truncate", fit.used, plan.total(cut), problems=tuple(problems))
+
+
+def _prune(budget: ContextBudget, plan: _Plan, history: Sequence[Message]) -> list[Message] | None:
+    """The pruned history when pruning alone is enough, else None (the next stages run).
+
+    Decided on the most pruning can do (every older output removed), which moves smoothly with
+    the sizes: how many outputs a share keeps jumps by a whole file. A close call (within the
+    slack of the goal) goes the way the previous compaction went. The newest older outputs are
+    then kept whole while they stay within their share and under the goal."""
+    least = prune_tool_outputs(history, plan.est, 0)
+    after = plan.total(least)
+    if abs(after - plan.goal) <= plan.share(PRUNE_SLACK):
+        enough = not budget.went_past_pruning
+    else:
+        enough = after < plan.goal
+    budget.went_past_pruning = not (enough and shrank(plan.fit.used, after))
+    if budget.went_past_pruning:
+        return None
+    keep = min(plan.share(KEEP_OUTPUTS_SHARE), plan.goal - after)
+    return prune_tool_outputs(history, plan.est, keep) if keep > 0 else least
 
 
 def _newest_exchange(history: Sequence[Message]) -> int:

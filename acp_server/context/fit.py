@@ -115,7 +115,8 @@ class _Meter:
 
 
 class ContextBudget:
-    """A session's context: the window, the estimator, the meter and the summary failures."""
+    """A session's context: the window, the estimator, the meter, the summary failures and
+    how the last compaction went (for the next close call between pruning and more)."""
 
     def __init__(
         self,
@@ -127,6 +128,7 @@ class ContextBudget:
         self.estimator = estimator or Estimator()
         self.threshold = threshold
         self.summary_failures = 0  # consecutive failed summaries (reset by a good one)
+        self.went_past_pruning = False  # the last compaction needed more than pruning
         self._meter = _Meter(self.estimator)
         self._system: tuple[str, int] = ("", 0)
         self._tools: tuple[tuple[ToolSpec, ...], int] = ((), 0)

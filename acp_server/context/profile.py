@@ -1,6 +1,6 @@
 """The compact tool profile for small windows: which tools to offer, and how briefly.
 
-Today the system prompt and the eight tool schemas take ~3,000 tokens: a 4,096-token model would
+The system prompt and the eleven tool schemas take ~3,000 tokens or more: a 4,096-token model would
 have almost no room left. Below `SMALL_WINDOW` the profile is compact: every description is cut
 to its first sentence (no examples, no defaults), and the rarely needed tools are left out, in
 `LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is within a quarter of the
@@ -20,7 +20,16 @@ from acp_server.messages import ToolSpec
 
 SMALL_WINDOW = 8192
 FIXED_SHARE = 0.25  # of the window, the most the system prompt and tools should take
-LEAVE_OUT_ORDER = ("list_directory", "glob", "update_plan", "write_file", "grep")
+LEAVE_OUT_ORDER = (
+    "fetch_url",
+    "stop_command",
+    "command_output",
+    "list_directory",
+    "glob",
+    "update_plan",
+    "write_file",
+    "grep",
+)
 DROPPED_KEYS = frozenset({"$schema", "default", "examples"})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 

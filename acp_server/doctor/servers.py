@@ -21,6 +21,7 @@ from acp_server.backends.providers import HOSTED, Provider
 from acp_server.doctor import Check, fail, ok
 from acp_server.doctor.remote import provider_checks
 from acp_server.doctor.setup import Setup
+from acp_server.errors import InvalidParams
 from acp_server.models.catalogue import Catalogue, ModelEntry
 
 NO_MODEL_ADVICE = (
@@ -79,15 +80,22 @@ def _meant(provider: Provider, env: Mapping[str, str]) -> bool:
 
 
 def first_model(catalogue: Catalogue) -> ModelEntry | None:
-    """The model new sessions start with."""
-    chosen = catalogue.find(catalogue.default) if catalogue.default else None
-    return chosen or next(iter(catalogue.entries), None)
+    """The model new sessions start with: the default, also when it is a `PROVIDER:MODEL` the
+    file's `default_model` names without a [[models]] entry (a session takes it as it is)."""
+    if catalogue.default:
+        try:
+            return catalogue.resolve(catalogue.default)
+        except InvalidParams:
+            pass
+    return next(iter(catalogue.entries), None)
 
 
 def starting_model(catalogue: Catalogue, env: Mapping[str, str]) -> Check:
     entry = first_model(catalogue)
     if entry is not None:
-        where = "found on a local server" if entry.origin == "discovered" else entry.origin
+        where = {"discovered": "found on a local server", "chosen": "the default_model"}.get(
+            entry.origin, entry.origin
+        )
         others = len(catalogue.entries) - 1
         more = f"; {others} more to switch to" if others > 0 else ""
         return ok(f"Model: new sessions start with {entry.value} ({where}{more})")

@@ -11,14 +11,16 @@ request goes to the new model, `carry_over` makes it something that model's API 
   messages that say nothing (a reply that was only thinking) and any reply before the first
   user message;
 - provider-private data (`Message.extra`, filled from `PrivateData` events: Anthropic thinking
-  blocks with their signatures, reasoning items) is kept only for the very model that made it.
+  blocks with their signatures, OpenAI Responses reasoning items with their encrypted content;
+  `ToolCall.extra`: Gemini's thought signature of a call) is kept only for the very model, and
+  the very dialect, that made it.
   A signature is checked against the model that signed it: the API rejects another Claude
   model's signatures too. Foreign reasoning is dropped, never turned into text (Anthropic
   refuses requests where it was). The compaction state (`extra["context_state"]`) is not
   private and always stays;
 - images become a short note where the target cannot take them: a model without image input,
-  a format the APIs do not read, an image in a reply, or in a tool result for the OpenAI dialect
-  (its tool messages carry text only);
+  a format the APIs do not read, or an image in a reply (an image in a tool result stays: the
+  OpenAI dialects, whose results are text, send it in a user message after the results);
 - tool-call ids are rewritten, consistently for a call and its results, to fit the target: unique
   in the history and `[a-zA-Z0-9_-]{1,40}` (what Anthropic's pattern and OpenAI's length limit
   both accept), or exactly 9 letters and digits for Mistral-style servers. Ollama-made calls may
@@ -53,7 +55,7 @@ _NOT_NAME_CHAR = re.compile(r"[^a-zA-Z0-9_-]")
 class Target:
     """What the history must fit: the dialect it is rendered into and the model's abilities."""
 
-    dialect: str  # "openai", "anthropic" or "ollama"
+    dialect: str  # "openai", "openai-responses", "anthropic" or "ollama"
     model: str  # the model id the server knows (signatures are stamped with it)
     images: bool = True  # the model reads images
     id_style: IdStyle = "standard"
@@ -66,6 +68,17 @@ def carry_over(history: Sequence[Message], target: Target) -> list[Message]:
     for round_ in _rounds(history):
         out += _carry_round(round_, target, ids)
     return _trim(out)
+
+
+def differs(history: Sequence[Message], carried: Sequence[Message]) -> bool:
+    """Whether carrying over changed the history, private data included (which `==` on
+    messages does not compare): a switch that only dropped reasoning must still be recorded."""
+    if list(history) != list(carried):
+        return True
+    return any(
+        a.extra != b.extra or [c.extra for c in a.tool_calls] != [c.extra for c in b.tool_calls]
+        for a, b in zip(history, carried, strict=True)
+    )
 
 
 # ----- pairing calls and results ------------------------------------------------------------------
@@ -111,6 +124,8 @@ def _carry_round(round_: _Round, target: Target, ids: _Ids) -> list[Message]:
     results: list[Message] = []
     for call, result in answered:
         fitted = replace(call, id=ids.fit(call.id), name=tool_name(call.name))
+        same = (fitted.id, fitted.name) == (call.id, call.name)
+        fitted = replace(fitted, extra=_fit_extra(call.extra, target, same))
         calls.append(fitted)
         results.append(_fit_message(replace(result, tool_call_id=fitted.id), target, True))
     changed = tuple(calls) != message.tool_calls
@@ -141,7 +156,7 @@ def _image_refused(part: ImagePart, role: str, target: Target) -> str | None:
         return f"an image ({part.mime_type}) was here; the current model cannot see images"
     if part.mime_type not in IMAGE_TYPES:
         return f"an image in a format the model cannot read ({part.mime_type}) was here"
-    if role == "assistant" or (role == "tool" and target.dialect == "openai"):
+    if role == "assistant":
         return f"an image ({part.mime_type}) was here; it cannot be passed on to this model"
     return None
 

@@ -18,7 +18,8 @@ One `ModelSource` serves every session of the process (`registry.Sessions` asks 
 - `learned_text_only(entry)`: a server refused images for this model; later sessions and
   switches send it notes in their place;
 - `missing_key()`: the default model needs a key that is neither in the environment nor stored
-  in the file (`acp-server login`): which variable, and what to do (for ACP's authentication).
+  in the file (`acp-server login`): which variable, and what to do (for ACP's authentication);
+  `unusable()`: why no model could answer a prompt now (for `authenticate`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from acp_server.backends.select import missing_provider_key
 from acp_server.config.file import Config, ConfigError, ModelConfig, changed_since, load_config
 from acp_server.errors import InternalError, InvalidParams
 from acp_server.models.catalogue import Catalogue, ModelChoiceError, ModelEntry, build_catalogue
+from acp_server.settings import FetchSettings
 from acp_server.tools.mcp_config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,28 @@ class ModelSource:
         problem = missing_provider_key(entry.provider, entry.model, self.environ)
         return None if problem is None else (entry.provider.api_key_env, problem)
 
+    async def unusable(self) -> str | None:
+        """Why a new session's first prompt could not be answered now, for a person (None: a
+        model is there). Without a model named, it is the one the server would find: a hosted
+        API whose key is set, a local server that answers, the embedded model."""
+        entry = self.default_entry()
+        if self.problem is not None:
+            return self.problem
+        from acp_server.backends import local
+
+        if entry is not None:
+            if entry.provider.dialect == "local":
+                return local.missing(entry.model)
+            return missing_provider_key(entry.provider, entry.model, self.environ)
+        from acp_server.backends.select import HOW_TO_CONFIGURE, hosted_default, probe_local
+
+        env = self.environ
+        if hosted_default(env) is not None:
+            return None
+        if local.embedded_allowed(env) and local.missing("") is None:
+            return None
+        return None if await probe_local(env) is not None else HOW_TO_CONFIGURE
+
     def forget_stored_keys(self) -> None:
         """Remove the keys stored in the configuration file (ACP's `logout`)."""
         if self._file is None:
@@ -118,6 +142,11 @@ class ModelSource:
     def mcp_servers(self) -> tuple[ServerConfig, ...]:
         """The configuration file's MCP servers (read again with the catalogue)."""
         return self._config.mcp_servers if self._config is not None else ()
+
+    @property
+    def fetch(self) -> FetchSettings | None:
+        """The configuration file's `[fetch]` table."""
+        return self._config.fetch if self._config is not None else None
 
     def _load(self) -> None:
         try:

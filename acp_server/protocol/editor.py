@@ -34,6 +34,7 @@ class Editor:
         session_caps = session_caps if isinstance(session_caps, dict) else {}
         self._notice = isinstance(session_caps.get("notices"), dict)
         self._compaction = isinstance(session_caps.get("compaction"), dict)
+        self._plan = isinstance(capabilities.get("plan"), dict)
 
     @property
     def can_read(self) -> bool:
@@ -54,6 +55,10 @@ class Editor:
     @property
     def can_show_compaction(self) -> bool:
         return self._compaction
+
+    @property
+    def can_plan(self) -> bool:
+        return self._plan
 
     async def _call(self, method: str, **params: Any) -> Any:
         body = {"sessionId": self._session_id, **{k: v for k, v in params.items() if v is not None}}

@@ -76,7 +76,7 @@ class AcpAgent:
         self._sessions: Sessions | None = None
         self._source: ModelSource | None = None
         self._source_made = False
-        self._auth_methods: list[dict[str, Any]] = []
+        self._auth_methods: list[dict[str, Any]] = auth.methods(None, {})
 
     def request_handlers(self) -> dict[str, RequestHandler]:
         return {
@@ -160,15 +160,17 @@ class AcpAgent:
         }
 
     async def authenticate(self, params: Params) -> dict[str, Any]:
-        """Check again for the key of a method we offered (see `auth`). When none was offered
-        no key is needed: answering keeps clients that always call it working."""
+        """Check again, for a method we offered, that a model can answer (see `auth`): the
+        key that was missing is there now, or a setup run chose a model that works."""
         check("authenticate", "acp/authenticate.json", params)
-        if not self._auth_methods:
-            return {}
         auth.check_method(params["methodId"], self._auth_methods)
         missing = self._missing_key()
         if missing is not None:
             raise auth.required(missing)
+        source = self.model_source()
+        problem = await source.unusable() if source is not None else None
+        if problem is not None:
+            raise auth.not_ready(problem)
         return {}
 
     async def logout(self, params: Params) -> dict[str, Any]:

@@ -35,8 +35,8 @@ class CommandHost(Protocol):
         """Compact now, whatever the fit; the one-line result for a person."""
         ...
 
-    def clear(self) -> None:
-        """An empty model context."""
+    def clear(self, emit: Emit) -> None:
+        """An empty model context (a plan shown is removed through `emit`)."""
 
     def choose(self, config_id: str, value: object) -> list[dict[str, Any]]: ...
 
@@ -77,7 +77,7 @@ class CommandRun:
 
     async def clear(self) -> None:
         """`/clear`: an empty model context; the stored transcript keeps the conversation."""
-        self._host.clear()
+        self._host.clear(self._voice.emit)
         await self.say(CLEARED)
 
     async def say(self, text: str) -> None:

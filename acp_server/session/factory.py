@@ -154,7 +154,7 @@ class SessionFactory:
             editor=self._editors(session_id),
             recorder=recorder,
             permissions=Permissions(RuleStore(cwd), mode),
-            settings=self._settings,
+            settings=self._settings.with_file(self.models.fetch if self.models else None),
             send_update=self.send_update,
             history=history,
             title=title,

@@ -86,8 +86,8 @@ class SessionModel:
         so the stored history stays the one the model sees)."""
         if self._carry is None:
             return
-        from acp_server.models.carryover import carry_over
+        from acp_server.models.carryover import carry_over, differs
 
         carried, self._carry = carry_over(history, self._carry.target()), None
-        if carried != list(history):
+        if differs(history, carried):
             history.replace(carried)

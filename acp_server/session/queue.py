@@ -46,10 +46,12 @@ CANCELLED = PromptOutcome("cancelled")
 
 
 class PromptQueue:
-    """FIFO turns with cancel; `finish` ends each turn that ran (the session's)."""
+    """FIFO turns with cancel; `finish` ends each turn that ran (the session's), `cancelled` is
+    told of a turn a cancel ends, before it is cancelled (its background commands stop)."""
 
-    def __init__(self, finish: Finish) -> None:
+    def __init__(self, finish: Finish, cancelled: Callable[[asyncio.Task[Any]], None]) -> None:
         self._finish = finish
+        self._cancelled = cancelled
         self._slot = asyncio.Lock()  # FIFO: waiters acquire it in the order they came
         self._cancels = 0  # cancels so far; a prompt that saw fewer than now was cancelled
         self._turn: asyncio.Task[PromptOutcome] | None = None
@@ -89,7 +91,7 @@ class PromptQueue:
         """End the running turn and every prompt waiting now (nothing to end: nothing happens)."""
         self._cancels += 1
         if self._turn is not None:
-            self._stop(self._turn)
+            self._stop(self._turn, self._cancelled)
 
     async def _serve(self, turn: asyncio.Task[PromptOutcome]) -> PromptOutcome:
         try:
@@ -100,9 +102,15 @@ class PromptQueue:
         outcome = CANCELLED if turn.cancelled() else turn.result()
         return dataclasses.replace(outcome, not_saved=await self._finish(outcome))
 
-    def _stop(self, turn: asyncio.Task[PromptOutcome]) -> None:
+    def _stop(
+        self,
+        turn: asyncio.Task[PromptOutcome],
+        tell: Callable[[asyncio.Task[Any]], None] | None = None,
+    ) -> None:
         # Once per turn: a second cancel must not interrupt the first one's cleanup (releasing
         # terminals, killing processes).
         if not turn.done() and self._stopped is not turn:
             self._stopped = turn
+            if tell is not None:
+                tell(turn)
             turn.cancel()

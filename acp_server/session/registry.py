@@ -65,9 +65,10 @@ class Sessions:
         """At exit: every MCP server process ends, and the store is closed."""
         self._after_new.close()
         self._settled()  # their rows reach the store before it closes
-        from acp_server.tools import mcp_procs
+        from acp_server.tools import background, mcp_procs
 
         mcp_procs.end_all()
+        background.end_all()
         self._factory.close()
 
     def find(self, session_id: str) -> Session | None:

@@ -10,12 +10,10 @@
 - a `Voice` (voice.py): the one way it tells the user something;
 - its MCP servers (mcp.py), its tools, its context budget, its permissions.
 
-A session is made by the registry (`registry.Sessions`) with everything it works with: the
-model backend, the editor, the recorder, the permissions, the settings and where its updates
-go. Updates of a turn are dropped once that turn has ended, so nothing arrives after its
-answer. Every history message and every shown update goes to the recorder as it happens (a
-`NullRecorder` when there is no store), and a prompt is answered only after its writes are
-committed. If they could not be, the user is told so and the answer says `notSaved`.
+The registry's factory makes it with what it works with (backend, editor, recorder,
+permissions, settings, where updates go). Updates of a turn are dropped once it has ended, so
+nothing arrives after its answer; every message and shown update is recorded as it happens,
+and a prompt is answered once its writes are committed (else the answer says `notSaved`).
 """
 
 from __future__ import annotations
@@ -45,6 +43,7 @@ from acp_server.session.voice import Emit, Voice, live
 from acp_server.settings import Settings
 from acp_server.store.database import SaveFailed, iso
 from acp_server.store.transcript import NullRecorder, Recorder
+from acp_server.tools.jobs import Jobs
 from acp_server.tools.mcp_config import ServerConfig
 
 if TYPE_CHECKING:
@@ -87,7 +86,8 @@ class Session:
         self.history = History(history, recorder)
         self.commands = CommandTable((*BUILTIN, *CHOICE_COMMANDS))
         self._model = SessionModel(backend, choice)
-        self._queue = PromptQueue(self._end)
+        self._jobs = Jobs()  # background commands: they outlive turns, not the session
+        self._queue = PromptQueue(self._end, self._jobs.turn_cancelled)
         self._editor = editor
         self._recorder = recorder
         self._permissions = permissions
@@ -99,8 +99,9 @@ class Session:
         self._tools: ToolRunner | None = None
         self._context: SessionContext | None = None  # made at the first turn
         self._spending: Spending | None = None  # what the session cost (made with the context)
+        self.plan_shown = False  # a plan was shown and not removed since (/clear removes it)
 
-    def _send(self, update: updates.Update) -> None:
+    def _send(self, update: updates.Update) -> None:  # to this session's editor
         self._send_update(self.id, update)
 
     # ----- the model -----------------------------------------------------------------------
@@ -114,20 +115,17 @@ class Session:
         return self._model.choice
 
     def set_backend(self, backend: Backend) -> None:
-        """Answer with `backend` from the next turn on, with the same history. A running turn
-        is not interrupted: it finishes with the backend it started with."""
+        """`backend` from the next turn on (a running turn finishes with its own)."""
         self._model.backend = backend
         self._context = None  # the context budget is made anew (its window is its own)
 
     def set_model(self, value: object) -> None:
-        """Switch the model: the history is carried over to it before the next prompt, which
-        it answers (a running turn finishes with the model it started with)."""
+        """Switch the model; the history is carried over to it before the next prompt."""
         self._model.switch(value)
         self._model_changed()
 
     def catalogue_grew(self, catalogue: Catalogue) -> None:
-        """Discovery found more models: offer them (a session without one adopts one, whose
-        history is carried over to it before the next prompt)."""
+        """Discovery found more models: offer them (a session without one adopts one)."""
         before = self.backend
         if self._model.grew(catalogue):
             if self.backend is not before:
@@ -189,12 +187,7 @@ class Session:
 
     def describe_choices(self, config_id: str) -> str:
         """A config option's choices in words, for /model and /mode."""
-        from acp_server.session.choice import describe
-
-        option = next((o for o in self.config_options() if o["id"] == config_id), None)
-        if option is None:
-            return "There is nothing to choose here: this session's model is fixed."
-        return describe(option)
+        return options.describe(self.config_options(), config_id)
 
     # ----- what the editor is shown --------------------------------------------------------
 
@@ -202,9 +195,17 @@ class Session:
         """A notice for the user between turns (dropped when the editor shows no notices)."""
         self._voice.tell(text, severity)
 
+    def _shown(self, update: updates.Update) -> updates.Update:
+        """A plan in the form this editor takes (live and on load); notes that one is shown."""
+        if updates.is_plan(update):
+            self.plan_shown = update.get("sessionUpdate") != "plan_removed"
+            return updates.plan_view(update, self._editor.can_plan)
+        return update
+
     def replayed(self, update: updates.Update) -> list[updates.Update]:
-        """A stored update as this session's editor is shown it on load: a compaction as a
-        card when the editor does not show compactions."""
+        """A stored update as this session's editor is shown it on load: a plan in the form
+        it takes, a compaction as a card when the editor does not show compactions."""
+        update = self._shown(update)
         if update.get("sessionUpdate") != "compaction_update" or self._editor.can_show_compaction:
             return [update]
         from acp_server.agent.turn_context import as_card
@@ -243,8 +244,9 @@ class Session:
         return await self._queue.run(start)
 
     async def close(self) -> None:
-        """The session goes: its turn is cancelled and its MCP servers end."""
+        """The session goes: its turn is cancelled, its background commands and MCP servers end."""
         self.cancel()
+        await self._jobs.close()
         if self.mcp is not None:
             await self.mcp.close()
 
@@ -259,13 +261,8 @@ class Session:
         if self.title is None:
             self.title = title_for(message)
             self._recorder.title(self.title)
-            self._send(
-                {
-                    "sessionUpdate": "session_info_update",
-                    "title": self.title,
-                    "updatedAt": iso(time.time()),
-                }
-            )
+            info = {"title": self.title, "updatedAt": iso(time.time())}
+            self._send({"sessionUpdate": "session_info_update", **info})
 
     async def _end(self, outcome: PromptOutcome) -> str | None:
         """Record the end of the turn and wait for the turn's writes. None when all of them
@@ -291,11 +288,12 @@ class Session:
             from acp_server.tools.toolbox import Toolbox
 
             self._tools = Toolbox(
-                [*default_tools(), *(self.mcp.tools() if self.mcp else ())],
+                [*default_tools(self._settings.fetch), *(self.mcp.tools() if self.mcp else ())],
                 cwd=self.cwd,
                 roots=self.roots,
                 client=self._editor,
                 permissions=self._permissions,
+                jobs=self._jobs,
             )
         return self._tools
 
@@ -320,7 +318,11 @@ class Session:
         from acp_server.agent.turn_context import SessionContext
 
         if self._context is None:
-            self._context = SessionContext.made(self._settings, self._spending)
+            entry = self.choice.entry if self.choice is not None else None
+            settings = entry.budget_settings(self._settings) if entry else self._settings
+            self._context = SessionContext.made(settings, self._spending)
+            if entry is not None and entry.facts is not None:
+                self._context.output_limit = entry.facts.output
             self._spending = self._context.spending  # the session's, across model switches
         return self._context
 
@@ -331,7 +333,7 @@ class Session:
 
     def _emitter(self) -> tuple[Emit, Callable[[], None]]:
         """(emit, end): updates shown and recorded until `end` is called."""
-        return live(self._recorder.shown, self._send)
+        return live(self._recorder.shown, lambda update: self._send(self._shown(update)))
 
     async def _serve_turn(self, message: Message) -> PromptOutcome:
         # Imported at the first turn: `session/new` does not need the loop (~10 ms).
@@ -388,8 +390,10 @@ class Session:
         context.begin(system, context.session.tools(system, self._toolbox().specs()))
         return await context.compact(self.history, focus, manual=True)
 
-    def clear(self) -> None:
+    def clear(self, emit: Emit) -> None:
         """`/clear`: an empty model context; the stored transcript keeps the conversation."""
         self.history.clear()
         if self._context is not None:
             self._context.due = False
+        if self.plan_shown:  # the model's plan went with the context it belonged to
+            emit(updates.plan_removed())

@@ -57,6 +57,7 @@ def message_to_json(
     if message.tool_calls:
         body["tool_calls"] = [
             {"id": c.id, "name": c.name, "arguments": c.arguments, "invalid": c.invalid_arguments}
+            | ({"extra": c.extra} if c.extra else {})
             for c in message.tool_calls
         ]
     for key, value in (
@@ -79,7 +80,7 @@ def message_from_json(body: dict[str, Any], blob: Callable[[str], str | None]) -
             data = part.get("data") or blob(part.get("blob", "")) or ""
             parts.append(ImagePart(data, part["mime"], part.get("uri")))
     calls = tuple(
-        ToolCall(c["id"], c["name"], c["arguments"], c.get("invalid"))
+        ToolCall(c["id"], c["name"], c["arguments"], c.get("invalid"), c.get("extra") or {})
         for c in body.get("tool_calls", [])
     )
     return Message(

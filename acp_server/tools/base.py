@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from acp_server.editor_api import EditorApi
+from acp_server.messages import ImagePart
 from acp_server.permissions import Effect, Permit
+from acp_server.tools.jobs import Jobs
 from acp_server.updates import text_content as text_content  # re-exported for the tools
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,9 @@ class ToolOutcome:
     raw_output: Any = None
     # Where the call ended up (e.g. the first changed line), for follow-along editors.
     locations: list[dict[str, Any]] | None = None
+    # Images the model gets with the text (read_file on a picture); a model that reads none
+    # gets a note in their place (backends.images).
+    images: tuple[ImagePart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,8 @@ class ToolContext:
     permit: Callable[[Permit], Awaitable[None]]
     # Set by a tool that created a client terminal, so cancellation can release it.
     terminals: list[str] = field(default_factory=list)
+    # The session's background commands (run_command with `background`).
+    jobs: Jobs = field(default_factory=Jobs)
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalized path: absolute as given, or relative to the session cwd.

@@ -28,6 +28,7 @@ from acp_server.tools.base import (
     read_local,
     text_content,
 )
+from acp_server.tools.image_file import image_type, read_image
 
 READ_DEFAULT_LINES = 2000
 READ_MAX_CHARS = 100_000
@@ -66,6 +67,9 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     line: int | None = args.get("line")
     limit: int | None = args.get("limit")
     await ctx.permit(Permit(paths=(path,)))
+    mime = image_type(path)
+    if mime is not None:  # a picture: the model looks at it (see image_file)
+        return read_image(path, mime, shown_path(path, ctx))
     wanted = limit or READ_DEFAULT_LINES
     if ctx.client.can_read:
         text = await ctx.client.read_text_file(str(path), line, wanted)
@@ -95,9 +99,10 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
 READ_FILE = Tool(
     name="read_file",
     description=(
-        "Read a text file. `path` is absolute or relative to the working directory. "
-        "Optionally `line` (1-based first line) and `limit` (number of lines) read part of a "
-        f"long file; by default up to {READ_DEFAULT_LINES} lines are returned."
+        "Read a text file, or look at an image (PNG, JPEG, GIF, WebP). `path` is absolute or "
+        "relative to the working directory. Optionally `line` (1-based first line) and `limit` "
+        "(number of lines) read part of a long file; by default up to "
+        f"{READ_DEFAULT_LINES} lines are returned."
     ),
     kind="read",
     effect="read",

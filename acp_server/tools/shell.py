@@ -26,6 +26,7 @@ from acp_server import redaction
 from acp_server.editor_api import EditorApi
 from acp_server.markdown import fence, inline_code
 from acp_server.permissions import Permit
+from acp_server.tools.background import LocalJob, TerminalJob
 from acp_server.tools.base import (
     Presentation,
     Tool,
@@ -36,6 +37,7 @@ from acp_server.tools.base import (
     settle,
     text_content,
 )
+from acp_server.tools.jobs import Job
 from acp_server.tools.procgroup import ProcessResult, run_in_group
 from acp_server.updates import tool_call_update
 
@@ -61,6 +63,8 @@ def _present(args: dict[str, Any], ctx: ToolContext) -> Presentation:
     shown = lines[0] + (" …" if len(lines) > 1 else "")
     if len(shown) > TITLE_MAX:
         shown = shown[: TITLE_MAX - 1].rstrip() + "…"
+    if args.get("background") is True:
+        return Presentation(f"Start {inline_code(shown)} in the background")
     return Presentation(f"Run {inline_code(shown)}")
 
 
@@ -72,6 +76,8 @@ async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if not cwd.is_dir():
         problem = "is not a directory" if cwd.exists() else "does not exist"
         raise ToolFailure(f"Cannot run the command: the directory {cwd} {problem}.")
+    if args.get("background"):
+        return await _background(command, cwd, bool(args.get("stop_on_cancel")), ctx)
     if ctx.client.can_terminal:
         return await _in_terminal(command, cwd, timeout, ctx)
     return await _local(command, cwd, timeout)
@@ -91,14 +97,49 @@ RUN_COMMAND = Tool(
         "to the working directory (default: the working directory). The command gets no input "
         "and no pager, so it must not wait for the user. It is stopped after `timeout_seconds` "
         f"(default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g}); processes it leaves running "
-        "in the background are stopped when it ends, so do not use it to start servers that "
-        "must keep running."
+        "are stopped when it ends. For servers, watchers and long jobs set `background`: it "
+        "returns at once with an id for command_output and stop_command."
     ),
     kind="execute",
     effect="execute",
     present=_present,
     run=_run_command,
 )
+
+
+# --- in the background ------------------------------------------------------------------------
+
+
+async def _background(
+    command: str, cwd: Path, stop_on_cancel: bool, ctx: ToolContext
+) -> ToolOutcome:
+    """Start the command and return at once; it belongs to the session's `Jobs` from now on."""
+    await ctx.jobs.refresh()  # commands that ended meanwhile leave room for this one
+    try:
+        job_id = ctx.jobs.next_id()
+    except LookupError as exc:
+        raise ToolFailure(str(exc)) from exc
+    owner = asyncio.current_task()
+    content: list[dict[str, Any]] | None = None
+    if ctx.client.can_terminal:
+        terminal_id = await _create_terminal(ctx.client, command, cwd)
+        job: Job = TerminalJob(job_id, command, owner, stop_on_cancel, ctx.client, terminal_id)
+        ctx.jobs.add(job)  # from here on, session/close and cancels release the terminal
+        content = [{"type": "terminal", "terminalId": terminal_id}]
+        ctx.emit(tool_call_update(ctx.call_id, status="in_progress", content=content))
+    else:
+        job = LocalJob(job_id, command, owner, stop_on_cancel, OUTPUT_BYTE_LIMIT)
+        try:
+            await job.begin(cwd, _environment())
+        except OSError as exc:
+            raise ToolFailure(f"Cannot start the command: {exc.strerror or exc}") from exc
+        ctx.jobs.add(job)
+    text = (
+        f"Started in the background as {job_id}. Read its output with "
+        f'command_output(id="{job_id}"), stop it with stop_command(id="{job_id}").'
+    )
+    shown = [*(content or []), text_content(text)]
+    return ToolOutcome(text, content=shown, raw_output={"id": job_id, "background": True})
 
 
 # --- through the editor's terminal ------------------------------------------------------------

@@ -9,6 +9,7 @@ answered "cancelled" (`CancelledByUser`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -29,6 +30,7 @@ from acp_server.tools.base import (
     ToolOutcome,
     settle,
 )
+from acp_server.tools.jobs import Jobs
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +44,14 @@ class Toolbox:
         roots: tuple[Path, ...],
         client: EditorApi,
         permissions: Permissions,
+        jobs: Jobs | None = None,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.cwd = cwd
         self.roots = roots
         self.client = client
         self.permissions = permissions
+        self.jobs = jobs if jobs is not None else Jobs()
         self._started: set[str] = set()
 
     def find(self, name: str) -> Tool | None:
@@ -65,7 +69,7 @@ class Toolbox:
         async def permit(request: Permit) -> None:
             await self._permit(call, request, emit)
 
-        return ToolContext(call.id, self.cwd, self.roots, self.client, emit, permit)
+        return ToolContext(call.id, self.cwd, self.roots, self.client, emit, permit, jobs=self.jobs)
 
     def announce(self, call: ToolCall) -> updates.Update:
         tool = self.find(call.name)
@@ -102,6 +106,7 @@ class Toolbox:
             log.warning("%s: %s", tool.name, exc)
             return ToolOutcome(str(exc), ok=False)
         except CancelledByUser:
+            self.jobs.turn_cancelled(asyncio.current_task())  # the turn ends as cancelled
             raise
         except ConnectionClosed:  # stdin ended: the turn still finishes, without the editor
             return ToolOutcome(

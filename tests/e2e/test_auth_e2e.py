@@ -1,6 +1,7 @@
-"""Authentication per ACP, over real pipes (every frame checked against the schema): methods only
-when the default model lacks its key, `auth_required` from session/new until it is given, and
-`acp-server login` storing a key that then works, which `logout` removes."""
+"""Authentication per ACP, over real pipes (every frame checked against the schema): "Set up a
+model" always listed, the key's method first when the default model lacks its key,
+`auth_required` from session/new only until it is given, and `acp-server login` storing a key
+that then works, which `logout` removes. The setup run itself: test_setup_terminal.py."""
 
 from __future__ import annotations
 
@@ -43,15 +44,23 @@ async def new_session(server: RawServer, cwd: Path) -> dict[str, Any]:
     return answer
 
 
-async def test_a_usable_model_shows_no_login(
+async def test_a_usable_model_lists_only_setup_and_needs_no_authentication(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
     env = clean_env(tmp_path, OPENAI_BASE_URL=f"{mock_llm.url}/v1")
     server = await server_factory("--model", "openai:mock-model", env=env)
     result = await initialize(server, TERMINAL)
-    assert result["authMethods"] == []
+    assert [(m["id"], m["type"], m["args"]) for m in result["authMethods"]] == [
+        ("setup", "terminal", ["setup"])
+    ]
     assert result["agentCapabilities"]["auth"] == {"logout": {}}
-    assert "result" in await new_session(server, tmp_path)
+    session = await new_session(server, tmp_path)  # no authenticate first
+    mock_llm.queue({"text": "hello"})
+    prompt = [{"type": "text", "text": "hi"}]
+    params = {"sessionId": session["result"]["sessionId"], "prompt": prompt}
+    reply = await server.request("session/prompt", params, timeout=30)
+    assert reply["result"] == {"stopReason": "end_turn"}
+    assert (await server.request("authenticate", {"methodId": "setup"}))["result"] == {}
 
 
 async def test_a_missing_key_is_one_terminal_method_and_auth_required(
@@ -59,8 +68,8 @@ async def test_a_missing_key_is_one_terminal_method_and_auth_required(
 ) -> None:
     server = await server_factory("--model", "openai:gpt-4.1-mini", env=clean_env(tmp_path))
     methods = (await initialize(server, TERMINAL))["authMethods"]
-    assert len(methods) == 1
-    assert methods[0]["type"] == "terminal"
+    assert [m["id"] for m in methods] == ["login", "setup"]
+    assert {m["type"] for m in methods} == {"terminal"}
     assert methods[0]["args"] == ["login", "OPENAI_API_KEY"]
     assert "OPENAI_API_KEY" in methods[0]["name"]
     answer = await new_session(server, tmp_path)
@@ -73,11 +82,13 @@ async def test_without_terminal_auth_one_agent_method_that_authenticate_checks(
 ) -> None:
     server = await server_factory("--model", "anthropic:claude-sonnet-4-5", env=clean_env(tmp_path))
     methods = (await initialize(server, {}))["authMethods"]
-    assert [m["id"] for m in methods] == ["env:ANTHROPIC_API_KEY"]
-    assert "type" not in methods[0]
-    answer = await server.request("authenticate", {"methodId": "env:ANTHROPIC_API_KEY"})
-    assert answer["error"]["code"] == -32000
-    assert "ANTHROPIC_API_KEY" in answer["error"]["message"]
+    assert [m["id"] for m in methods] == ["env:ANTHROPIC_API_KEY", "setup"]
+    assert all("type" not in m for m in methods)  # agent methods: the schema's default
+    assert "acp-server setup" in methods[1]["description"]
+    for method in ("env:ANTHROPIC_API_KEY", "setup"):
+        answer = await server.request("authenticate", {"methodId": method})
+        assert answer["error"]["code"] == -32000
+        assert "ANTHROPIC_API_KEY" in answer["error"]["message"]
     answer = await server.request("authenticate", {"methodId": "login"})
     assert answer["error"]["code"] == -32602
 
@@ -127,7 +138,7 @@ async def test_login_stores_a_key_that_works_and_logout_removes_it(
     assert text.startswith("# my models\n") and "[providers.mock]" in text
 
     server = await server_factory(env=clean_env(tmp_path))
-    assert (await initialize(server, TERMINAL))["authMethods"] == []
+    assert [m["id"] for m in (await initialize(server, TERMINAL))["authMethods"]] == ["setup"]
     session = (await new_session(server, tmp_path))["result"]["sessionId"]
     mock_llm.queue({"text": "hello"})
     prompt = [{"type": "text", "text": "hi"}]
@@ -144,7 +155,10 @@ async def test_login_stores_a_key_that_works_and_logout_removes_it(
     for path in private_data_dir.rglob("*"):
         assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
     after = await server_factory(env=clean_env(tmp_path))
-    assert len((await initialize(after, TERMINAL))["authMethods"]) == 1
+    assert [m["id"] for m in (await initialize(after, TERMINAL))["authMethods"]] == [
+        "login",
+        "setup",
+    ]
 
 
 def test_logout_on_the_command_line_removes_only_the_stored_key(tmp_path: Path) -> None:

@@ -54,6 +54,14 @@ def lines(turn_seen: list[dict[str, Any]]) -> list[str]:
     return [u["content"][0]["content"]["text"] for u in compactions(turn_seen) if u.get("content")]
 
 
+PRUNED = "older tool outputs removed"
+
+
+def summarized_or_cut(reader: ReaderSession) -> list[str]:
+    """The result lines of the compactions that went past pruning (a summary was tried)."""
+    return [line for t in reader.turns for line in lines(t.seen) if PRUNED not in line]
+
+
 @pytest.mark.parametrize(
     "failure",
     [{"fault": "status", "status": 500}, {"text": ""}],
@@ -64,12 +72,9 @@ async def test_a_failing_summary_falls_back_to_truncation(
 ) -> None:
     mock_llm.responder = summaries_answer(failure)
     reader, names = await small_window(server_factory, mock_llm, tmp_path)
-    for n in range(6):
-        turn = await reader.ask(names[n % 4])
-        assert turn.stop == "end_turn", turn.text
-        assert f"word{n % 4}" in turn.text
-    results = [line for t in reader.turns for line in lines(t.seen)]
-    assert results and all("older messages removed" in line for line in results)
+    # Three compactions past pruning: two failed summaries, then one that does not ask.
+    await reader.read_until(names, lambda: len(summarized_or_cut(reader)) >= 3)
+    assert all("older messages removed" in line for line in summarized_or_cut(reader))
     # After two failed summaries in a row the session stops asking for one.
     assert len(summary_requests(mock_llm)) <= 2 * (2 if "fault" in failure else 1)
     assert mock_llm.overflows == [] and mock_llm.invalid == []
@@ -80,40 +85,46 @@ async def test_a_summary_longer_than_what_it_replaced_never_loops(
 ) -> None:
     mock_llm.responder = summaries_answer({"text": "The conversation went on. " * 600})
     reader, names = await small_window(server_factory, mock_llm, tmp_path)
-    for n in range(8):
-        turn = await reader.ask(names[n % 4])
-        assert turn.stop == "end_turn", turn.text
-        # At most one compaction before each model request of the turn, never a loop.
-        requests = len(turn_requests(mock_llm))
+    await reader.read_until(names, lambda: len(summarized_or_cut(reader)) >= 3)
+    for turn in reader.turns:  # at most one compaction before each model request, no loop
         assert len(compactions(turn.seen)) <= 2, turn.seen
     total = sum(len(compactions(t.seen)) for t in reader.turns)
-    assert 0 < total <= requests
-    assert all("older messages removed" in line for t in reader.turns for line in lines(t.seen))
+    assert 0 < total <= len(turn_requests(mock_llm))
+    assert all("older messages removed" in line for line in summarized_or_cut(reader))
     assert len(summary_requests(mock_llm)) == 2  # then the session goes straight to truncation
 
 
 async def test_a_cancel_during_the_summary_leaves_a_working_session(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
-    slow: Response = {"fault": "slow_first_byte", "seconds": 10, "text": "late"}
-    mock_llm.responder = summaries_answer(slow)
+    asked = asyncio.Event()  # a summary request reached the model server
+    reader_turns = file_reader()
+
+    def respond(body: dict[str, Any]) -> Response:
+        if tool_names(body):
+            return reader_turns(body)
+        asked.set()
+        return {"fault": "slow_first_byte", "seconds": 10, "text": "late"}
+
+    mock_llm.responder = respond
     reader, names = await small_window(server_factory, mock_llm, tmp_path)
     server = reader.server
-    cancelled = False
-    for n in range(6):
+    for n in range(24):  # until a turn waits for a summary, however many turns that takes
         params = {"sessionId": reader.session, "prompt": [{"type": "text", "text": names[n % 4]}]}
         req = await server.call("session/prompt", params)
-        frames = await server.until(answer_or_card(req), timeout=20)
-        if frames[-1].get("id") == req:
-            continue
-        await server.notify("session/cancel", {"sessionId": reader.session})
-        answer, before = await server.response(req, timeout=20)
-        assert answer["result"]["stopReason"] == "cancelled"
-        (card,) = compactions(updates_of(frames + before))
-        assert card["status"] == "failed"
-        cancelled = True
-        break
-    assert cancelled, "no compaction happened"
+        answered = asyncio.ensure_future(server.response(req, timeout=30))
+        waiting = asyncio.ensure_future(asked.wait())
+        await asyncio.wait({answered, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        if asked.is_set():
+            break
+        waiting.cancel()
+        assert answered.result()[0]["result"]["stopReason"] == "end_turn"
+    assert asked.is_set(), "no summary was ever requested"
+    await server.notify("session/cancel", {"sessionId": reader.session})
+    answer, before = await answered
+    assert answer["result"]["stopReason"] == "cancelled"
+    *_, card = compactions(updates_of(before))  # a prune may have completed earlier
+    assert card["status"] == "failed"
     mock_llm.responder = summaries_answer({"text": "Summary: files were read."})
     for n in range(3):
         turn = await reader.ask(names[n % 4])
@@ -122,21 +133,12 @@ async def test_a_cancel_during_the_summary_leaves_a_working_session(
     assert mock_llm.invalid == []
 
 
-def answer_or_card(req: int) -> Callable[[dict[str, Any]], bool]:
-    def match(frame: dict[str, Any]) -> bool:
-        update = frame.get("params", {}).get("update", {})
-        return frame.get("id") == req or str(update.get("toolCallId", "")).startswith("compact_")
-
-    return match
-
-
 async def test_compaction_updates_for_a_client_that_shows_them(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
     caps: dict[str, Any] = {"session": {"compaction": {}}}
     reader, names = await small_window(server_factory, mock_llm, tmp_path, capabilities=caps)
-    for n in range(4):
-        await reader.ask(names[n % 4])
+    await reader.read_until(names, lambda: bool(summary_requests(mock_llm)))
     seen = [u for t in reader.turns for u in t.seen]
     assert any(u["sessionUpdate"] == "compaction_update" for u in seen)
     assert not any(str(u.get("toolCallId", "")).startswith("compact_") for u in seen)  # no card
@@ -151,12 +153,11 @@ async def test_load_continues_from_the_summary_and_replays_what_was_seen(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
     reader, names = await small_window(server_factory, mock_llm, tmp_path)
-    prompts = []
-    for n in range(5):
-        turn = await reader.ask(names[n % 4])
-        prompts.append(f"Please read {names[n % 4]} and tell me how it begins.")
-        assert turn.stop == "end_turn"
-    assert summary_requests(mock_llm), "the session was never compacted"
+    await reader.read_until(names, lambda: bool(summary_requests(mock_llm)))
+    await reader.read_until(names, lambda: len(reader.turns) >= 5)
+    prompts = [
+        f"Please read {names[n % 4]} and tell me how it begins." for n in range(len(reader.turns))
+    ]
     await reader.server.stop()
     again = await start_reader(server_factory, mock_llm, tmp_path)
     load = {"sessionId": reader.session, "cwd": str(tmp_path), "mcpServers": []}

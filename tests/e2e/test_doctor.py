@@ -106,10 +106,24 @@ async def test_a_server_that_is_up_with_the_model_passes(
     assert line(lines, "✔ Model: new sessions start with openai:mock-model")
     assert line(lines, f"✔ Provider openai at {mock_llm.url}/v1: answers (1 model)")
     found = line(lines, "✔ Model openai:mock-model: served")
-    assert "context window 32,768 tokens (from the server)" in found
+    assert f"context window 32,768 tokens, from the server (GET {mock_llm.url}/v1/models)" in found
     assert "tool calling not tried" in found
     assert lines[-1].startswith("No problem found")
     assert not mock_llm.chat_requests, "without --live nothing is asked of the model"
+
+
+async def test_a_hosted_model_whose_server_tells_no_window_gets_the_catalogues(
+    clean_env: dict[str, str], mock_llm: MockLLM
+) -> None:
+    mock_llm.set(models=["gpt-4.1"])  # listed as api.openai.com lists it: no window
+    env = {**openai_env(clean_env, mock_llm), "ACP_SERVER_MODEL": "openai:gpt-4.1"}
+    code, lines, _ = await doctor(env)
+    assert code == 0, "\n".join(lines)
+    found = line(lines, "✔ Model openai:gpt-4.1: served")
+    assert "context window 1,047,576 tokens, from the model catalogue (LiteLLM " in found
+    code, lines, _ = await doctor({**env, "ACP_SERVER_CONTEXT_WINDOW": "50000"})
+    found = line(lines, "✔ Model openai:gpt-4.1: served")
+    assert "context window 50,000 tokens, as ACP_SERVER_CONTEXT_WINDOW sets it (1,047,576" in found
 
 
 async def test_a_server_that_is_down_is_said_with_what_to_do(clean_env: dict[str, str]) -> None:
@@ -144,6 +158,28 @@ async def test_a_key_the_server_accepts_is_said_to_be_accepted(
         code, lines, err = await doctor(openai_env(clean_env, mock, key))
     assert code == 0, "\n".join(lines)
     assert "the key in OPENAI_API_KEY is accepted" in line(lines, "✔ Provider openai at")
+    assert key not in "\n".join(lines) + err
+
+
+async def test_a_key_stored_by_setup_counts_and_a_bare_default_model_is_the_one_checked(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """What `acp-server setup` writes: `default_model` without a [[models]] entry, the key in
+    [keys]. A session uses both; the doctor must see them too."""
+    key = "sk-stored-0123456789abcdef"
+    async with running_mock_llm(api_key=key) as mock:
+        config = tmp_path / "config" / "acp-server" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(
+            'default_model = "mock:mock-model"\n\n[providers.mock]\ndialect = "openai"\n'
+            f'base_url = "{mock.url}/v1"\napi_key_env = "MOCK_KEY"\n\n'
+            f'[keys]\nMOCK_KEY = "{key}"\n',
+            encoding="utf-8",
+        )
+        code, lines, err = await doctor(clean_env)
+    assert code == 0, "\n".join(lines)
+    assert line(lines, "✔ Model: new sessions start with mock:mock-model (the default_model)")
+    assert "the key in MOCK_KEY is accepted" in line(lines, "✔ Provider mock at")
     assert key not in "\n".join(lines) + err
 
 

@@ -30,10 +30,11 @@ def writes(*names: str) -> Rounds:
 
 
 def on_terminal(
-    tmp_path: Path, args: list[str], answers: list[str | None], **env: str
+    tmp_path: Path, args: list[str], answers: list[str | None], enter: bool = True, **env: str
 ) -> tuple[int, str, str]:
     """Run `acp-server run` with stdin and stderr on a pseudo-terminal, typing one answer per
-    permission question (None: Ctrl-C instead); the exit status, stdout (a pipe) and what the
+    permission question (None: Ctrl-C instead; `enter`: each answer followed by Enter); the
+    exit status, stdout (a pipe) and what the
     terminal showed."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
@@ -47,7 +48,7 @@ def on_terminal(
     os.close(follower)
     with proc:
         try:
-            shown, answered = _converse(leader, answers, proc)
+            shown, answered = _converse(leader, answers, proc, b"\n" if enter else b"")
         finally:
             os.close(leader)
             if proc.poll() is None:
@@ -59,7 +60,7 @@ def on_terminal(
 
 
 def _converse(
-    leader: int, answers: list[str | None], proc: subprocess.Popen[bytes]
+    leader: int, answers: list[str | None], proc: subprocess.Popen[bytes], enter: bytes
 ) -> tuple[str, int]:
     shown, answered = "", 0
     deadline = time.monotonic() + 60
@@ -79,7 +80,7 @@ def _converse(
             if answer is None:
                 proc.send_signal(signal.SIGINT)
             else:
-                os.write(leader, answer.encode() + b"\n")
+                os.write(leader, answer.encode() + enter)
             answered += 1
     return shown, answered
 
@@ -91,6 +92,34 @@ def test_at_a_terminal_y_allows_the_call_once(tmp_path: Path) -> None:
     assert (tmp_path / "a.txt").read_text(encoding="utf-8") == "a.txt"
     assert out == "Written.\n"  # the question and the diff never reach stdout
     assert "+a.txt" in shown and "[tool completed]" in shown
+
+
+def test_at_a_terminal_one_key_answers_and_the_prompt_says_which_keys(tmp_path: Path) -> None:
+    script = write_script(tmp_path, writes("a.txt", "b.txt"))
+    code, _, shown = on_terminal(tmp_path, ["--script", script, "write"], ["y", "n"], enter=False)
+    assert code == 0, shown
+    assert "(press y, a or n)" in shown
+    assert (tmp_path / "a.txt").exists() and not (tmp_path / "b.txt").exists()
+
+
+def run_command(command: str) -> Rounds:
+    call = {"name": "run_command", "arguments": {"command": command}}
+    return [{"tool_calls": [call]}, {"text": "Counted."}]
+
+
+def test_at_a_terminal_a_commands_output_is_shown_dimmed_and_bounded(tmp_path: Path) -> None:
+    script = write_script(tmp_path, run_command("seq 1 50"))
+    code, out, shown = on_terminal(tmp_path, ["--script", script, "--yes", "count"], [])
+    assert code == 0, shown
+    assert out == "Counted.\n"  # what the command printed is never part of the reply
+    assert "\x1b[2m  … 30 earlier lines not shown\x1b[0m" in shown
+    assert "\x1b[2m  31\x1b[0m" in shown and "\x1b[2m  50\x1b[0m" in shown
+    assert "  30\x1b" not in shown
+    piped = run(
+        tmp_path, "--script", write_script(tmp_path, run_command("seq 1 50")), "--yes", "count"
+    )
+    assert piped.returncode == 0 and "[tool completed]" in piped.stderr
+    assert "earlier lines" not in piped.stderr and "\n  50\n" not in piped.stderr
 
 
 def test_at_a_terminal_n_refuses_the_call(tmp_path: Path) -> None:

@@ -1,14 +1,18 @@
 """Strict validation of captured wire traffic against the official ACP v1 JSON schema.
 
-The schema is never copied into this repository: it is read from `../shared/acp-schema/v1/`
-beside the checkout, or else from the copy inside the npm package `@agentclientprotocol/sdk`
-installed under tests/. Message shapes are matched through the schema's `x-method`/`x-side`
-keys: a request the agent sends is checked against the client-side request type of its method,
-an answer the agent gives against the agent-side response type of the method it answers.
+The schema is never copied into this repository: it is read from `../shared/acp-schema/` beside
+the checkout (in CI the clone sits in a folder of its own with a copy of `shared/` beside it), and
+a test that needs it fails, saying where it looked, when it is not there. Every agent frame is
+checked against `v1-2026-11/schema.json`, the stable v1 schema with the features stabilized in
+November 2026 (client system prompt, plan operations, subagent sessions). A frame that uses none
+of those additions (`v1-2026-11/additions.json` names them) is also checked against the pinned
+`v1/schema.json`, so what older clients read stays valid for them.
 
-Methods that exist only in the unstable schema (`schema.unstable.json` beside `schema.json`,
-for example `session/fork`) have their answers checked against the unstable schema's response
-type; everything the stable schema defines is checked against the stable schema only.
+Message shapes are matched through the schema's `x-method`/`x-side` keys: a request the agent
+sends is checked against the client-side request type of its method, an answer the agent gives
+against the agent-side response type of the method it answers. Methods that exist only in the
+unstable schema (`v1/schema.unstable.json`, for example `session/fork`) have their answers
+checked against the unstable schema's response type.
 """
 
 from __future__ import annotations
@@ -23,17 +27,16 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 
 REPO = Path(__file__).resolve().parents[2]
-CANDIDATES = (
-    REPO.parent / "shared" / "acp-schema" / "v1" / "schema.json",
-    REPO
-    / "tests"
-    / "node_modules"
-    / "@agentclientprotocol"
-    / "sdk"
-    / "schema"
-    / "v1"
-    / "schema.json",
-)
+SHARED = REPO.parent / "shared" / "acp-schema"
+CURRENT = SHARED / "v1-2026-11" / "schema.json"
+ADDITIONS = SHARED / "v1-2026-11" / "additions.json"
+PINNED = SHARED / "v1" / "schema.json"
+PINNED_UNSTABLE = SHARED / "v1" / "schema.unstable.json"
+
+
+class SchemaMissing(AssertionError):
+    """The official schema is not beside the checkout: the test cannot check anything."""
+
 
 _INT_RANGES = {
     "int64": (-(2**63), 2**63 - 1),
@@ -50,8 +53,65 @@ def _as_read(req_id: Any) -> Any:
     return re.sub("[\ud800-\udfff]", "\ufffd", req_id) if isinstance(req_id, str) else req_id
 
 
-def schema_path() -> Path | None:
-    return next((p for p in CANDIDATES if p.is_file()), None)
+def _required(path: Path) -> Path:
+    if not path.is_file():
+        raise SchemaMissing(
+            f"the official ACP schema is missing: expected {path}. The tests read it from "
+            "`shared/acp-schema/` in the folder that holds this checkout (see "
+            "tests/support/acp_schema.py); put a copy of `shared/` there."
+        )
+    return path
+
+
+def schema_path() -> Path:
+    """The current stable schema (`v1-2026-11`); SchemaMissing when it is not there."""
+    return _required(CURRENT)
+
+
+def pinned_schema_path() -> Path:
+    """The pinned v1 schema of the SDK release (`v1/schema.json`)."""
+    return _required(PINNED)
+
+
+def addition_markers(additions: Path) -> frozenset[tuple[str, str | None]]:
+    """What marks a frame as using the November additions: (key, discriminator value) of each
+    union variant added, and (property name, None) for each property patched in."""
+    patch = json.loads(additions.read_text(encoding="utf-8"))
+    markers: set[tuple[str, str | None]] = set()
+    for variants in patch.get("x-oneOf-additions", {}).values():
+        for variant in variants:
+            for key, spec in variant.get("properties", {}).items():
+                if isinstance(spec, dict) and isinstance(spec.get("const"), str):
+                    markers.add((key, spec["const"]))
+    for path in patch.get("x-property-patches", {}):
+        markers.add((path.split()[0].split(".")[-1], None))
+    return frozenset(markers)
+
+
+def uses_additions(value: Any, markers: frozenset[tuple[str, str | None]]) -> bool:
+    """Whether a frame (parsed JSON) holds a key or a discriminator the additions define."""
+    if isinstance(value, list):
+        return any(uses_additions(v, markers) for v in value)
+    if not isinstance(value, dict):
+        return False
+    for key, item in value.items():
+        if (key, None) in markers or (isinstance(item, str) and (key, item) in markers):
+            return True
+        if uses_additions(item, markers):
+            return True
+    return False
+
+
+@cache
+def official_validator() -> WireValidator:
+    """The validator every wire test uses: the current schema, the pinned one where it applies
+    and the pinned unstable one for unstable-only methods."""
+    return WireValidator(
+        schema_path(),
+        unstable=_required(PINNED_UNSTABLE),
+        pinned=WireValidator(pinned_schema_path()),
+        markers=addition_markers(_required(ADDITIONS)),
+    )
 
 
 def unstable_schema_path(stable: Path) -> Path | None:
@@ -81,7 +141,16 @@ REMOVED_METHODS = frozenset({"session/set_model"})
 class WireValidator:
     """Checks agent frames; tracks client request ids to know what each answer answers."""
 
-    def __init__(self, path: Path, unstable: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        unstable: Path | None = None,
+        pinned: WireValidator | None = None,
+        markers: frozenset[tuple[str, str | None]] = frozenset(),
+    ) -> None:
+        # `pinned` checks again each frame that uses none of `markers` (see the docstring).
+        self.pinned = pinned
+        self.markers = markers
         schema = json.loads(path.read_text(encoding="utf-8"))
         self.defs: dict[str, Any] = schema["$defs"]
         self.envelope = Draft202012Validator(
@@ -157,6 +226,15 @@ class WireValidator:
             return ["the agent wrote a line that is not JSON"]
         if not isinstance(frame, dict):
             return ["the agent wrote JSON that is not an object"]
+        problems = self._check_line(line, frame, client_requests)
+        if self.pinned is not None and not problems and not uses_additions(frame, self.markers):
+            pinned = self.pinned.check_agent_line(line, client_requests)
+            problems += [f"pinned v1 schema: {p}" for p in pinned]
+        return problems
+
+    def _check_line(
+        self, line: str, frame: dict[str, Any], client_requests: dict[str, str]
+    ) -> list[str]:
         if "method" in frame:
             # Requests and notifications stand alone: the same line (a replayed update, say)
             # is checked once.

@@ -1,10 +1,12 @@
 """A long tool-heavy session against the mock LLM, for the context tests.
 
-`start_reader` starts the real `acp-server` (OpenAI dialect) against the mock with its
-`file_reader` responder (or one given), opens a session in `cwd`, and returns a `ReaderSession`
-whose `ask(name)` prompts "read NAME and say how it begins" and returns the turn as seen.
-`write_files` makes files whose first word is unique, so each answer can be checked against
-the file that was read.
+`start_reader` starts the real `acp-server` (OpenAI dialect, or the `model` given) against the
+mock with its `file_reader` responder (or one given), opens a session in `cwd`, and returns a
+`ReaderSession` whose `ask(name)` prompts "read NAME and say how it begins" and returns the turn
+as seen. `write_files` makes files whose first word is unique, so each answer can be checked
+against the file that was read. `read_until` asks for files until what a test needs has happened
+(a summary requested, so many compactions): how many turns that takes depends on the system
+prompt, which names the working directory, so a test never counts on a number of turns.
 """
 
 from __future__ import annotations
@@ -88,6 +90,18 @@ class ReaderSession:
     async def ask(self, name: str) -> Turn:
         return await self.prompt(f"Please read {name} and tell me how it begins.")
 
+    async def read_until(self, names: list[str], done: Callable[[], bool], limit: int = 24) -> None:
+        """Ask for `names` in turn (each answer checked) until `done()`, in at most `limit`
+        turns; fails if it never happens."""
+        for _ in range(limit):
+            if done():
+                return
+            n = len(self.turns) % len(names)
+            turn = await self.ask(names[n])
+            assert turn.stop == "end_turn", turn.text
+            assert f"word{n}" in turn.text, turn.text
+        assert done(), f"not reached in {limit} turns"
+
 
 async def start_reader(
     server_factory: Start,
@@ -96,6 +110,7 @@ async def start_reader(
     *args: str,
     env: dict[str, str] | None = None,
     capabilities: dict[str, Any] | None = None,
+    model: str = "openai:mock-model",
 ) -> ReaderSession:
     if mock.responder is None:
         mock.responder = file_reader()
@@ -106,7 +121,7 @@ async def start_reader(
         "ACP_SERVER_RETRY_BASE_DELAY": "0.01",
         **(env or {}),
     }
-    server = await server_factory("--model", "openai:mock-model", *args, env=environment)
+    server = await server_factory("--model", model, *args, env=environment)
     init = {"protocolVersion": 1, "clientCapabilities": capabilities or {}}
     await server.request("initialize", init)
     answer = await server.request("session/new", {"cwd": str(cwd), "mcpServers": []})

@@ -189,7 +189,9 @@ async def test_an_unknown_tool_is_answered_with_the_tools_there_are(
 ) -> None:
     r = rig([{"tool_calls": [call("c1", "fly", {"to": "moon"})]}, {"text": "I cannot fly."}])
     told = await model_was_told(r, "c1")
-    assert told.startswith("Unknown tool 'fly'. Available tools: edit_file, glob, grep")
+    assert told.startswith(
+        "Unknown tool 'fly'. Available tools: command_output, edit_file, fetch_url"
+    )
 
 
 async def test_invalid_arguments_are_answered_with_what_is_wrong(

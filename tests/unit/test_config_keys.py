@@ -10,7 +10,7 @@ import pytest
 
 from acp_server import redaction
 from acp_server.config.file import load_config
-from acp_server.config.keys import KeyFileError, remove_keys, store_key
+from acp_server.config.keys import KeyFileError, remove_keys, set_default_model, store_key
 from acp_server.config.show import render_effective
 
 KEY = "sk-unit-test-key-000111222"
@@ -91,3 +91,22 @@ def test_the_shown_configuration_says_a_key_is_stored_without_showing_it(tmp_pat
     shown = render_effective(load_config(path, {}), {})
     assert 'api_key_env = "GW_KEY"  # stored by `acp-server login`' in shown
     assert KEY not in shown
+
+
+def test_the_default_model_is_set_before_the_first_table_keeping_every_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '# mine\ndefault_mode = "ask"\n\n[providers.x]\ndialect = "openai"\n'
+        'base_url = "http://h/v1"\n',
+        encoding="utf-8",
+    )
+    set_default_model(path, "x:m")
+    text = path.read_text("utf-8")
+    assert text.startswith('# mine\ndefault_mode = "ask"\n\ndefault_model = "x:m"\n\n[providers.x]')
+    set_default_model(path, "lmstudio:q", ("lmstudio", "openai", "http://127.0.0.1:1234/v1"))
+    config = load_config(path, {})
+    assert config.default_model == "lmstudio:q" and "x:m" not in path.read_text("utf-8")
+    assert config.provider("lmstudio") is not None
+    assert config.provider("x") is not None and mode(path) == 0o600

@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from acp_server.context.compact import MAX_SUMMARY_FAILURES, Compaction, compact, shrank
+from acp_server.context.compact import (
+    GOAL_SHARE,
+    MAX_SUMMARY_FAILURES,
+    Compaction,
+    compact,
+    shrank,
+)
 from acp_server.context.fit import ContextBudget
+from acp_server.context.prune import prune_tool_outputs
 from acp_server.context.state import is_state_message
 from acp_server.context.truncate import clip_result
 from acp_server.context.window import Window
@@ -106,6 +113,52 @@ async def test_summary_when_pruning_is_not_enough() -> None:
     assert result.history[-1] is hist[-1]
     assert history_problems(result.history) == []
     assert budget.fit(SYSTEM, TOOLS, result.history).status == "fits"
+
+
+def beyond_the_goal(hist: list[Message], system: str) -> int:
+    """Tokens by which the most pruning can do misses the goal (negative: under it)."""
+    budget = ContextBudget(Window(configured=8192))
+    fit = budget.fit(system, TOOLS, prune_tool_outputs(hist, budget.estimator, 0))
+    room = fit.budget - fit.system - fit.tools
+    return fit.used - (fit.system + fit.tools + int(room * GOAL_SHARE))
+
+
+def at_the_goal(hist: list[Message]) -> int:
+    """How many characters of system prompt put pruning's result right at the goal."""
+    low, high = 0, 40_000
+    assert beyond_the_goal(hist, SYSTEM) < 0 < beyond_the_goal(hist, SYSTEM + "p" * high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (
+            (middle, high) if beyond_the_goal(hist, SYSTEM + "p" * middle) < 0 else (low, middle)
+        )
+    return high
+
+
+async def stage_with(hist: list[Message], pad: int, budget: ContextBudget | None = None) -> str:
+    budget = budget or ContextBudget(Window(configured=8192))
+    result = await compact(budget, SYSTEM + "p" * pad, TOOLS, hist, Summaries())
+    return result.stage
+
+
+async def test_a_few_tokens_either_side_of_the_goal_do_not_flip_the_stage() -> None:
+    """A longer working directory in the system prompt must not turn a prune into a summary."""
+    hist = [m for n in range(8) for m in read_turn(n, 3000)]
+    edge = at_the_goal(hist)
+    stages = {await stage_with(hist, edge + chars) for chars in range(-140, 141, 35)}
+    assert stages == {"prune"}
+
+
+async def test_a_close_call_goes_the_way_the_last_compaction_went() -> None:
+    hist = [m for n in range(8) for m in read_turn(n, 3000)]
+    edge = at_the_goal(hist)
+    budget = ContextBudget(Window(configured=8192))
+    assert (
+        await run(budget, [*session(30), text_message("user", "go on")], Summaries())
+    ).stage == "summary"
+    assert await stage_with(hist, edge, budget) == "summary"  # it needed more last time
+    assert await stage_with(hist, edge - 3500, budget) == "prune"  # clearly enough
+    assert await stage_with(hist, edge, budget) == "prune"  # and now a close call prunes
 
 
 @pytest.mark.parametrize(

@@ -157,6 +157,14 @@ def test_cut_middle_cuts_inside_one_enormous_line() -> None:
     assert len(cut) <= 400 and cut.startswith("a") and cut.endswith("b")
 
 
+def test_cut_middle_keeps_the_end_of_a_final_line_without_newlines() -> None:
+    text = "\n".join(f"line {n:03}" for n in range(50)) + "\nUser: " + "x" * 3000 + " LAST WORDS"
+    cut = cut_middle(text, 600)
+    assert len(cut) <= 600
+    assert cut.startswith("line 000") and cut.endswith(" LAST WORDS")
+    assert "omitted here" in cut
+
+
 def test_the_transcript_writes_tool_shapes_as_prose() -> None:
     text = transcript(rich_history())
     assert "tool_call" not in text and '"role"' not in text

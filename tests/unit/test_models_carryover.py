@@ -18,7 +18,7 @@ from acp_server.messages import (
     history_problems,
     text_message,
 )
-from acp_server.models.carryover import Target, carry_over, tool_name
+from acp_server.models.carryover import Target, carry_over, differs, tool_name
 from tests.support.strict_dialects import anthropic_problems, openai_problems
 
 PNG = base64.b64encode(b"png bytes").decode()
@@ -170,7 +170,7 @@ def test_a_text_only_model_gets_a_note_for_images_in_prompts_and_in_tool_results
     assert len(notes) == 2 and all("cannot see images" in n for n in notes)
 
 
-def test_images_stay_for_a_model_that_reads_them_except_where_its_dialect_cannot() -> None:
+def test_images_stay_for_a_model_that_reads_them() -> None:
     image = ImagePart(PNG, "image/png")
     history = [user("look", image), asked("", call("c1")), result("c1", "shot", image), asked("ok")]
     claude = carry_over(history, CLAUDE_A)
@@ -178,7 +178,8 @@ def test_images_stay_for_a_model_that_reads_them_except_where_its_dialect_cannot
     assert isinstance(claude[2].content[1], ImagePart)
     openai = carry_over(history, OPENAI)
     assert isinstance(openai[0].content[1], ImagePart)
-    assert not any(isinstance(p, ImagePart) for p in openai[2].content)  # text-only tool messages
+    # OpenAI's tool messages are text only: the wire sends the image after them (_openai_wire).
+    assert isinstance(openai[2].content[1], ImagePart)
 
 
 def test_an_image_in_a_format_no_api_reads_becomes_a_note() -> None:
@@ -235,3 +236,55 @@ def test_replies_before_the_first_prompt_go_anthropic_wants_the_user_first() -> 
     out = carry_over([*history, asked("hello")], CLAUDE_A)
     assert texts(out) == ["hi", "hello"]
     assert anthropic_problems(anthropic_body(out, "claude-a")) == []
+
+
+def reasoned(model: str, *calls: ToolCall) -> dict[str, Any]:
+    """A Responses reply's kept items: two reasoning items, then its calls."""
+    items: list[dict[str, Any]] = [
+        {"type": "reasoning", "id": f"rs_{n}", "summary": [], "encrypted_content": f"enc-{n}"}
+        for n in (1, 2)
+    ]
+    items += [{"type": "function_call", "call_id": c.id} for c in calls]
+    return {"openai-responses": {"model": model, "items": items}}
+
+
+def test_reasoning_items_stay_only_with_the_responses_model_that_made_them() -> None:
+    c = call("call_1")
+    reply = asked("", c, extra=reasoned("gpt-5", c))
+    history = [user("go"), reply, result("call_1", "x"), asked("done")]
+    assert carry_over(history, Target("openai-responses", "gpt-5"))[1].extra == reply.extra
+    for target in (
+        Target("openai-responses", "gpt-5-mini"),
+        Target("openai", "gpt-5"),
+        CLAUDE_A,
+        OLLAMA,
+    ):
+        out = carry_over(history, target)
+        assert out[1].extra == {}, target
+        assert [m.text for m in out] == ["go", "", "x", "done"]
+    body = anthropic_body(carry_over(history, CLAUDE_A), "claude-a")
+    assert "enc-1" not in json.dumps(body) and anthropic_problems(body) == []
+
+
+def test_a_gemini_signature_stays_only_with_its_model_and_unchanged_call() -> None:
+    google = {"google": {"thought_signature": "gsig"}}
+    c = ToolCall(
+        "call_1", "read_file", {}, extra={"openai": {"model": "g3", "extra_content": google}}
+    )
+    history = [user("go"), asked("", c), result("call_1", "x"), asked("done")]
+    assert carry_over(history, Target("openai", "g3"))[1].tool_calls[0].extra == c.extra
+    for target in (Target("openai", "gpt-4.1"), CLAUDE_A, Target("openai-responses", "g3")):
+        assert carry_over(history, target)[1].tool_calls[0].extra == {}, target
+    renamed = carry_over(history, Target("openai", "g3", id_style="mistral"))
+    assert renamed[1].tool_calls[0].extra == {}
+
+
+def test_a_switch_that_only_dropped_private_data_counts_as_a_change() -> None:
+    """Messages compare equal without their private data: `differs` must still see it go, or
+    the session keeps (and stores) reasoning the switch meant to drop."""
+    c = call("call_1")
+    history = [user("go"), asked("", c, extra=reasoned("gpt-5", c)), result("call_1", "x")]
+    history.append(asked("done"))
+    carried = carry_over(history, CLAUDE_A)
+    assert carried == history and differs(history, carried)
+    assert not differs(history, carry_over(history, Target("openai-responses", "gpt-5")))

@@ -6,9 +6,11 @@ thinking blocks (from two Claude models), Ollama calls without ids, ids that rep
 or do not fit Anthropic's pattern (`functions.read_file:0`), MCP tool names with dots and
 slashes, images in prompts and in tool results (some in formats no API reads), cancelled calls,
 orphaned and repeated results, system messages, replies that were only thinking, a compacted
-start, and a cancelled prompt at the end. Each is carried over to OpenAI-compatible targets
-(with and without images, with Mistral-style ids), two Anthropic models and Ollama, rendered
-with the real wire modules, and checked by tests/support/strict_dialects.py.
+start, and a cancelled prompt at the end, OpenAI Responses replies with reasoning items (from
+two models) and Gemini calls with thought signatures. Each is carried over to OpenAI-compatible
+targets (with and without images, with Mistral-style ids, Gemini 3), the Responses API (two
+models), two Anthropic models and Ollama, rendered with the real wire modules, and checked by
+tests/support/strict_dialects.py, strict_responses.py and strict_gemini.py.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from __future__ import annotations
 import base64
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
-from acp_server.backends import _anthropic_wire, _ollama_wire, _openai_wire
+from acp_server.backends import _anthropic_wire, _ollama_wire, _openai_wire, _responses_wire
 from acp_server.context.state import ACK, STATE_KEY
 from acp_server.messages import (
     ImagePart,
@@ -40,11 +42,15 @@ from tests.support.strict_dialects import (
     ollama_problems,
     openai_problems,
 )
+from tests.support.strict_gemini import gemini_problems
+from tests.support.strict_responses import responses_problems
 
 SEEDS = range(60)
 FIRST_WORD = "zanzibar"  # in the first prompt: it must reach every model
 THOUGHT = "THOUGHT"  # in every thought: it must never reach a model as text
 CLAUDES = ("claude-a", "claude-b")
+REASONERS = ("gpt-5", "gpt-5-mini")  # Responses models that made reasoning items
+GEMINI = "gemini-3-pro-preview"
 TARGETS = (
     Target("openai", "gpt-4.1"),
     Target("openai", "text-only", images=False),
@@ -53,6 +59,9 @@ TARGETS = (
     Target("anthropic", "claude-b", images=False),
     Target("ollama", "qwen3:8b"),
     Target("ollama", "gemma3", images=False),
+    Target("openai-responses", "gpt-5"),
+    Target("openai-responses", "gpt-5-mini", images=False),
+    Target("openai", GEMINI),
 )
 TOOL_NAMES = ("read_file", "edit_file", "mcp.github/search_issues", "run-shell", "t" * 70)
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
@@ -64,6 +73,7 @@ class Maker:
 
     rng: random.Random
     signatures: dict[str, str] = field(default_factory=dict)
+    reasoning: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> model, content
     history: list[Message] = field(default_factory=list)
     serial: int = 0
 
@@ -85,6 +95,8 @@ class Maker:
             "kimi": f"functions.read_file:{k}",
             "mistral": f"{self.rng.getrandbits(40):09x}"[:9],
             "recovered": f"call_recovered_{k}",
+            "responses": f"call_{self.rng.getrandbits(48):012x}",
+            "gemini": f"function-call-{self.rng.getrandbits(40):010x}",
         }[style]
 
     def prompt(self, first: bool = False) -> None:
@@ -97,7 +109,8 @@ class Maker:
 
     def reply(self, turn: int, final: bool) -> None:
         """One assistant message from a random vendor, with its results (or faults)."""
-        style = self.rng.choice(("openai", "anthropic", "ollama", "kimi", "mistral", "recovered"))
+        styles = ("openai", "anthropic", "ollama", "kimi", "mistral", "recovered", "responses")
+        style = self.rng.choice((*styles, "gemini"))
         n_calls = 0 if final else self.rng.randint(1, 3)
         calls = [
             ToolCall(self.call_id(style, turn, k), self.rng.choice(TOOL_NAMES), {"path": f"f{k}"})
@@ -106,6 +119,10 @@ class Maker:
         text = self.words() if final or self.rng.random() < 0.5 else ""
         thought = f"{THOUGHT} {self.words()}" if self.rng.random() < 0.6 else ""
         extra = self.signed(text, thought, calls) if style == "anthropic" and calls else {}
+        if style == "responses" and calls:
+            extra = self.reasoned(text, calls)
+        if style == "gemini" and calls:
+            calls[0] = replace(calls[0], extra=self.gemini_signed())
         content = (TextPart(text),) if text else ()
         self.history.append(Message("assistant", content, tuple(calls), None, thought, None, extra))
         self.results(calls)
@@ -122,6 +139,33 @@ class Maker:
             blocks.append({"type": "text", "text": text})
         blocks += [{"type": "tool_use", "id": c.id, "name": c.name} for c in calls]
         return {"anthropic": {"model": model, "content": blocks}}
+
+    def reasoned(self, text: str, calls: list[ToolCall]) -> dict[str, Any]:
+        """A Responses reply's kept items: one or two reasoning items, the text, the calls."""
+        model = self.rng.choice(REASONERS)
+        items: list[dict[str, Any]] = []
+        for _ in range(self.rng.randint(1, 2)):
+            item_id, content = f"rs_{self.next()}", f"enc-{self.serial}"
+            self.reasoning[item_id] = {"model": model, "encrypted_content": content}
+            summary = [{"type": "summary_text", "text": f"{THOUGHT} {self.words()}"}]
+            items.append(
+                {
+                    "type": "reasoning",
+                    "id": item_id,
+                    "summary": summary,
+                    "encrypted_content": content,
+                }
+            )
+        if text:
+            items.append({"type": "message"})
+        items += [{"type": "function_call", "call_id": c.id} for c in calls]
+        return {"openai-responses": {"model": model, "items": items}}
+
+    def gemini_signed(self) -> dict[str, Any]:
+        signature = f"gsig-{self.next()}"
+        self.signatures[signature] = GEMINI
+        google = {"google": {"thought_signature": signature}}
+        return {"openai": {"model": GEMINI, "extra_content": google}}
 
     def results(self, calls: list[ToolCall]) -> None:
         for call in calls:
@@ -171,6 +215,8 @@ def render(target: Target, history: list[Message], thinking: bool) -> dict[str, 
     )
     if target.dialect == "openai":
         return _openai_wire.payload(target.model, request, stream=True, stream_options=True)
+    if target.dialect == "openai-responses":
+        return _responses_wire.payload(target.model, request, reasoning=True)
     if target.dialect == "anthropic":
         budget = 2048 if thinking else None
         return _anthropic_wire.payload(
@@ -179,16 +225,21 @@ def render(target: Target, history: list[Message], thinking: bool) -> dict[str, 
     return _ollama_wire.payload(target.model, request, num_ctx=8192, think=True)
 
 
-def strict_problems(target: Target, body: dict[str, Any], signatures: dict[str, str]) -> list[str]:
+def strict_problems(target: Target, body: dict[str, Any], maker: Maker) -> list[str]:
+    signatures, reasoning = maker.signatures, maker.reasoning
     if target.dialect == "openai":
-        return openai_problems(body)
+        return openai_problems(body) + gemini_problems(body, signatures)
+    if target.dialect == "openai-responses":
+        return responses_problems(body, reasoning)
     if target.dialect == "anthropic":
         return anthropic_problems(body, signatures)
     return ollama_problems(body)
 
 
 def without_thinking_blocks(body: dict[str, Any]) -> str:
-    """The body as text, minus thinking blocks (the only place a thought may go)."""
+    """The body as text, minus thinking blocks and reasoning items (where thoughts may go)."""
+    if "input" in body:
+        return json.dumps([i for i in body["input"] if i.get("type") != "reasoning"])
     messages = [
         [b for b in m["content"] if b.get("type") != "thinking"]
         if isinstance(m.get("content"), list)
@@ -209,11 +260,16 @@ def test_every_strict_api_accepts_the_carried_over_history(seed: int, target: Ta
     before = snapshot(maker.history)
     out = carry_over(maker.history, target)
     body = render(target, out, thinking=seed % 2 == 0)
-    assert strict_problems(target, body, maker.signatures) == []
+    assert strict_problems(target, body, maker) == []
     assert history_problems(out) == []
     assert snapshot(maker.history) == before, "carry_over changed its input"
     assert FIRST_WORD in json.dumps(body)
     assert THOUGHT not in without_thinking_blocks(body), "reasoning turned into text"
+    text = json.dumps(body)
+    if target.dialect != "openai-responses":
+        assert "encrypted_content" not in text, "reasoning items reached another dialect"
+    if target.model != GEMINI:
+        assert "thought_signature" not in text, "a Gemini signature reached another model"
 
 
 @pytest.mark.parametrize("seed", SEEDS)

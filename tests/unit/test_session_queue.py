@@ -14,7 +14,7 @@ class Turns:
     def __init__(self) -> None:
         self.log: list[str] = []
         self.release: dict[str, asyncio.Event] = {}
-        self.queue = PromptQueue(self.finish)
+        self.queue = PromptQueue(self.finish, lambda turn: None)
 
     async def finish(self, outcome: PromptOutcome) -> str | None:
         self.log.append(f"finish {outcome.stop}")

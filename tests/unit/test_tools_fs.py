@@ -31,6 +31,7 @@ class MemoryEditor:
     can_terminal = False
     can_notice = False
     can_show_compaction = False
+    can_plan = False
 
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from tests.support.acp_schema import WireValidator, schema_path
+from tests.support.acp_schema import (
+    PINNED,
+    SchemaMissing,
+    WireValidator,
+    _required,
+    official_validator,
+    pinned_schema_path,
+    schema_path,
+)
 
 
 @pytest.fixture(scope="module")
 def validator() -> WireValidator:
-    path = schema_path()
-    if path is None:
-        pytest.skip("the official ACP schema is not available")
-    return WireValidator(path)
+    return official_validator()
 
 
 def traffic(*frames: tuple[str, object]) -> list[tuple[str, str]]:
@@ -103,8 +109,6 @@ FORK = (
 
 
 def test_fork_answers_use_the_unstable_schema(validator: WireValidator) -> None:
-    if not validator.unstable_answers:
-        pytest.skip("the unstable ACP schema is not available")
     assert "session/fork" not in validator.agent_answers  # only the unstable schema has it
     good = {
         "jsonrpc": "2.0",
@@ -131,17 +135,13 @@ def test_fork_answers_use_the_unstable_schema(validator: WireValidator) -> None:
     ],
 )
 def test_wrong_fork_answers_fail(validator: WireValidator, result: object) -> None:
-    if not validator.unstable_answers:
-        pytest.skip("the unstable ACP schema is not available")
     wrong = {"jsonrpc": "2.0", "id": 2, "result": result}
     problems = validator.check_traffic(traffic(INIT, FORK, ("agent", wrong)))
     assert problems and all("ForkSessionResponse (unstable schema)" in p for p in problems)
 
 
 def test_fork_answers_fail_without_the_unstable_schema(tmp_path: Path) -> None:
-    path = schema_path()
-    if path is None:
-        pytest.skip("the official ACP schema is not available")
+    path = pinned_schema_path()
     alone = tmp_path / "v1" / "schema.json"
     alone.parent.mkdir()
     alone.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
@@ -163,3 +163,49 @@ def test_stable_answers_stay_strict(validator: WireValidator) -> None:
     wrong = {"jsonrpc": "2.0", "id": 3, "result": {"modes": None}}  # no sessionId
     problems = validator.check_traffic(traffic(INIT, new, ("agent", wrong)))
     assert problems and all("unstable" not in p for p in problems)
+
+
+def update(change: Mapping[str, object]) -> tuple[str, object]:
+    frame = {"sessionId": "s", "update": change}
+    return ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": frame})
+
+
+PLAN_UPDATE = {
+    "sessionUpdate": "plan_update",
+    "plan": {"type": "items", "planId": "p1", "entries": []},
+}
+
+
+def test_the_november_additions_are_valid(validator: WireValidator) -> None:
+    """plan_update is stable since 2026-11-20: the current schema has it, the pinned one not."""
+    assert validator.check_traffic(traffic(update(PLAN_UPDATE))) == []
+    assert WireValidator(pinned_schema_path()).check_traffic(traffic(update(PLAN_UPDATE))) != []
+    wrong = {**PLAN_UPDATE, "plan": {"type": "items", "entries": []}}  # no planId
+    assert validator.check_traffic(traffic(update(wrong))) != []
+
+
+def test_frames_without_additions_are_checked_against_the_pinned_schema_too(
+    validator: WireValidator, tmp_path: Path
+) -> None:
+    # A pinned schema that knows no agent_message_chunk: the frame is still checked against it.
+    schema = json.loads(pinned_schema_path().read_text(encoding="utf-8"))
+    variants = schema["$defs"]["SessionUpdate"]["oneOf"]
+    schema["$defs"]["SessionUpdate"]["oneOf"] = [
+        v
+        for v in variants
+        if v["properties"]["sessionUpdate"].get("const") != "agent_message_chunk"
+    ]
+    narrowed = tmp_path / "v1" / "schema.json"
+    narrowed.parent.mkdir()
+    narrowed.write_text(json.dumps(schema), encoding="utf-8")
+    strict = WireValidator(schema_path(), pinned=WireValidator(narrowed), markers=validator.markers)
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
+    problems = strict.check_traffic(traffic(update(chunk)))
+    assert problems and all("pinned v1 schema" in p for p in problems)
+    assert strict.check_traffic(traffic(update(PLAN_UPDATE))) == []  # uses an addition: not pinned
+
+
+def test_a_missing_schema_fails_saying_where_it_looked(tmp_path: Path) -> None:
+    with pytest.raises(SchemaMissing, match=r"expected .*schema\.json"):
+        _required(tmp_path / "shared" / "acp-schema" / "v1" / "schema.json")
+    assert _required(PINNED) == PINNED

@@ -1,4 +1,4 @@
-"""A real HTTP/1.1 mock LLM server for tests: three wire dialects, scripted replies, faults.
+"""A real HTTP/1.1 mock LLM server for tests: four wire dialects, scripted replies, faults.
 
 Why a socket server and not `httpx.MockTransport`: the agent under test may be a separate
 `acp-server` process, and transport faults (a cut connection, a stalled stream, a slow first
@@ -6,10 +6,10 @@ byte) only exist on a real socket. Stdlib asyncio only; one request per connecti
 (`Connection: close`); streams are chunked unless a response says `"chunked": False`.
 
 Layout: `server` (routing, the script queue, faults), `discovery` (the endpoints that tell
-about models), `http_io` (one request in,
-one response out), `script` (a scripted response split into pieces, the shape of a dialect),
-one module per dialect: `openai`, `anthropic`, `ollama`; `view` (any dialect's request read as
-one neutral conversation, its token count, the strict tool check) and `responders`.
+about models), `http_io` (one request in, one response out), `script` (a scripted response
+split into pieces, the shape of a dialect), one module per dialect: `openai`, `responses`
+(OpenAI's Responses API), `anthropic`, `ollama`; `view` (any dialect's request read as one
+neutral conversation, its token count, the strict tool check) and `responders`.
 
 Small-server options (`MockLLM(...)`, `running_mock_llm(...)`, or attributes while it runs):
 `window=N` counts each chat request's prompt (`view.count_tokens`: the JSON of system,
@@ -25,16 +25,29 @@ the queue is empty (`responders.file_reader()` plays a long tool-heavy session);
 without its result; `strict_dialect=True` refuses (HTTP 400, the vendor's error body) whatever
 the real API of the endpoint refuses (tests/support/strict_dialects.py: OpenAI tool pairing,
 Anthropic alternation, tool_result pairing and thinking signatures of the requested model,
-Ollama's native shapes), and signs each thinking block for the model that made it
-(`signatures`: signature -> model). Records: `requests` (every request, body included),
-`counted` (the prompt tokens of each chat request that passed the validator), `overflows`
-(requests refused for the window), `invalid` ((request, reason) refused by a strict check).
+Ollama's native shapes; the Responses API: tests/support/strict_responses.py; Gemini 3's thought
+signatures: tests/support/strict_gemini.py), and signs each thinking block for the model that
+made it (`signatures`: signature -> model). A Responses reasoning model (gpt-5, o3, ...) reasons:
+each response carries reasoning items (two before tool calls, else one; `reasoning_items=N` in
+a script sets it) with encrypted content unique to the model, noted in `reasoning` (id -> item)
+and `reasoning_calls` (call id -> the reasoning item ids before it); its call ids are unique. A
+`gemini-3*` model on chat completions signs the first tool call of each reply
+(`extra_content.google.thought_signature`, noted in `signatures`). Records: `requests`
+(every request, body included), `counted` (the prompt tokens of each chat request that passed
+the validator), `overflows` (requests refused for the window), `invalid` ((request, reason)
+refused by a strict check).
+With `strict_dialect`, OpenAI's reasoning models (o1, o3, o4-mini, gpt-5...) also refuse
+`max_tokens` and a temperature on chat completions with api.openai.com's own 400 bodies
+(strict_openai_models.py). `cache_net=True` makes Ollama's `prompt_eval_count` net of a prompt
+cache (a request extending the previous one counts only its new tokens), as older Ollama
+servers report it.
 `api_key=K` refuses (HTTP 401) every request that does not carry K (`Authorization: Bearer K`
 or `x-api-key: K`), as a server that needs a key does.
 
-Endpoints: `POST /v1/chat/completions` (OpenAI SSE), `POST /v1/messages` (Anthropic SSE),
-`POST /api/chat` (Ollama NDJSON), and discovery: `GET /v1/models`, `GET /props` (llama.cpp),
-`GET /api/tags` and `POST /api/show` (Ollama). Every request is recorded in `MockLLM.requests`.
+Endpoints: `POST /v1/chat/completions` (OpenAI SSE), `POST /v1/responses` (Responses SSE),
+`POST /v1/messages` (Anthropic SSE), `POST /api/chat` (Ollama NDJSON), and discovery:
+`GET /v1/models`, `GET /props` (llama.cpp), `GET /api/tags` and `POST /api/show` (Ollama).
+Every request is recorded in `MockLLM.requests`.
 
 A scripted response is a dialect-neutral dict; the endpoint that receives it picks the wire:
 

@@ -46,6 +46,8 @@ def _tool_deltas(plan: Plan) -> Iterator[dict[str, Any]]:
             if repeat:
                 delta = {**head, "function": {"name": call.name, "arguments": piece}}
             rest.append(delta)
+        if n == 0 and plan.call_signature:  # Gemini 3: the signature on the first call
+            first["extra_content"] = {"google": {"thought_signature": plan.call_signature}}
         streams.append([first, *rest])
     if plan.raw.get("parallel"):
         for step in range(max((len(s) for s in streams), default=0)):
@@ -94,6 +96,9 @@ def complete(plan: Plan, model: str) -> dict[str, Any]:
             }
             for n, c in enumerate(plan.calls)
         ]
+        if plan.call_signature:
+            signed = {"google": {"thought_signature": plan.call_signature}}
+            message["tool_calls"][0]["extra_content"] = signed
     finish = _FINISH.get(plan.finish, plan.finish)
     out: dict[str, Any] = {
         "id": "chatcmpl-mock",

@@ -37,6 +37,10 @@ class Plan:
     usage: dict[str, int] | None
     signature: str
     raw: Response = field(repr=False)
+    # Responses API: the reasoning items to stream (set by the server, which issues them).
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    # Gemini's OpenAI-compatible API: the thought signature on the reply's first tool call.
+    call_signature: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mock_llm import anthropic, discovery, ollama, openai, strict
+from tests.support.mock_llm import anthropic, discovery, ollama, openai, responses, strict
 from tests.support.mock_llm.http_io import Recorded, ResponseWriter, read_request
 from tests.support.mock_llm.script import (
     ERROR_FRAME_TEXT,
@@ -23,6 +23,7 @@ from tests.support.mock_llm.script import (
     make_plan,
 )
 from tests.support.mock_llm.view import conversation, count_tokens, tool_problem
+from tests.support.strict_openai_models import refusal
 
 Responder = Callable[[dict[str, Any]], Response]
 
@@ -31,6 +32,8 @@ CHAT_PATHS: dict[str, Dialect] = {
     "/chat/completions": openai.DIALECT,
     "/v1/messages": anthropic.DIALECT,
     "/api/chat": ollama.DIALECT,
+    "/v1/responses": responses.DIALECT,
+    "/responses": responses.DIALECT,
 }
 _HTML_PAGE = (
     "<!DOCTYPE html>\n<html><head><title>{status} gateway trouble</title></head>\n"
@@ -63,6 +66,7 @@ class MockLLM:
         strict_tools: bool = False,
         strict_dialect: bool = False,
         api_key: str | None = None,
+        cache_net: bool = False,
     ) -> None:
         self.url = ""
         self.api_key = api_key  # when set, a request without it is refused with HTTP 401
@@ -74,10 +78,18 @@ class MockLLM:
         self.strict_tools = strict_tools
         self.strict_dialect = strict_dialect  # each request checked as its real API does
         self.signatures: dict[str, str] = {}  # thinking signature issued -> the model it names
+        # Responses API: reasoning items issued (id -> item with its model), and for each call
+        # made after reasoning, the ids of that response's reasoning items in order.
+        self.reasoning: dict[str, dict[str, Any]] = {}
+        self.reasoning_calls: dict[str, list[str]] = {}
         self.counted: list[int] = []  # the prompt tokens of every chat request, in order
         self.overflows: list[Recorded] = []  # chat requests refused for the window
         # Refused by `strict_tools` or `strict_dialect`, and why.
         self.invalid: list[tuple[Recorded, str]] = []
+        # Ollama's prompt_eval_count net of its prompt cache: a request that extends the
+        # previous one counts only the new tokens (older Ollama; llama.cpp's cache does it too).
+        self.cache_net = cache_net
+        self._cached: tuple[list[Any], int] | None = None
         self._script: deque[Response] = deque()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -203,7 +215,15 @@ class MockLLM:
         with a small window refuses it."""
         problem = tool_problem(conversation(req.json)) if self.strict_tools else None
         if problem is None and self.strict_dialect:
-            problem = "; ".join(strict.problems(dialect, req.json, self.signatures)) or None
+            found = strict.problems(
+                dialect, req.json, self.signatures, self.reasoning, self.reasoning_calls
+            )
+            problem = "; ".join(found) or None
+        refused = refusal(req.json) if self.strict_dialect and dialect is openai.DIALECT else None
+        if refused is not None:
+            self.invalid.append((req, refused["error"]["message"]))
+            await out.whole(400, refused)
+            return None
         if problem is not None:
             self.invalid.append((req, problem))
             await out.whole(400, dialect.error_body(400, problem, "invalid_request_error"))
@@ -240,6 +260,8 @@ class MockLLM:
         if fault == "slow_first_byte":
             await asyncio.sleep(float(resp.get("seconds", 1.0)))
         plan = make_plan(resp, prompt_tokens)
+        if plan.usage is not None and self.cache_net and dialect is ollama.DIALECT:
+            plan.usage["prompt_tokens"] = self._net_of_cache(body, plan.usage["prompt_tokens"])
         if plan.usage is not None and self.cap_prompt_tokens is not None:
             capped = min(plan.usage["prompt_tokens"], self.cap_prompt_tokens)
             plan.usage["prompt_tokens"] = capped
@@ -249,10 +271,32 @@ class MockLLM:
             plan.signature = strict.signature_for(
                 model, self.signatures, resp.get("signature"), plain
             )
+        self._sign(dialect, plan, model)
         if body.get("stream", dialect.streams_by_default):
             await self._stream(dialect, plan, body, model, out)
         else:
             await self._complete(dialect, plan, model, out)
+
+    def _sign(self, dialect: Dialect, plan: Plan, model: str) -> None:
+        """Reasoning items of a Responses reasoning model (two before tool calls, so that each
+        must come back on its own), and Gemini 3's thought signature on its first tool call."""
+        if dialect is responses.DIALECT and strict.is_reasoning_model(model):
+            for call in plan.calls:  # unique ids: each call's reasoning is checked by its id
+                call.id = call.id or f"call_r{len(self.reasoning) + 1}_{plan.calls.index(call)}"
+            count = int(plan.raw.get("reasoning_items", 2 if plan.calls else 1))
+            plan.reasoning = responses.issue_reasoning(plan, model, self.reasoning, count)
+            for call in plan.calls:
+                self.reasoning_calls[str(call.id)] = [item["id"] for item in plan.reasoning]
+        if dialect is openai.DIALECT and plan.calls and strict.is_gemini3(model):
+            plan.call_signature = strict.signature_for(model, self.signatures, None, "")
+
+    def _net_of_cache(self, body: dict[str, Any], tokens: int) -> int:
+        """The prompt count of a server that counts only what its cache did not hold."""
+        messages = list(body.get("messages") or [])
+        previous, self._cached = self._cached, (messages, tokens)
+        if previous is not None and messages[: len(previous[0])] == previous[0]:
+            return max(tokens - previous[1], 1)
+        return tokens
 
     async def _status_fault(self, dialect: Dialect, resp: Response, out: ResponseWriter) -> None:
         extra: dict[str, str] = {}

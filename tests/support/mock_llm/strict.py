@@ -17,17 +17,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tests.support.mock_llm import anthropic, ollama, openai
+from tests.support.mock_llm import anthropic, ollama, openai, responses
 from tests.support.mock_llm.script import Dialect
 from tests.support.strict_dialects import anthropic_problems, ollama_problems, openai_problems
+from tests.support.strict_gemini import gemini_problems, is_gemini3
+from tests.support.strict_responses import is_reasoning_model, responses_problems
+
+__all__ = ["is_gemini3", "is_reasoning_model", "problems", "signature_for"]
 
 
-def problems(dialect: Dialect, body: Any, signatures: Mapping[str, str]) -> list[str]:
+def problems(
+    dialect: Dialect,
+    body: Any,
+    signatures: Mapping[str, str],
+    reasoning: Mapping[str, Mapping[str, Any]] | None = None,
+    calls: Mapping[str, list[str]] | None = None,
+) -> list[str]:
     """What the real API of `dialect` would refuse in this request body ([]: nothing)."""
     if not isinstance(body, dict):
         return ["the request body must be a JSON object"]
     if dialect is openai.DIALECT:
-        return openai_problems(body)
+        return openai_problems(body) + gemini_problems(body, signatures)
+    if dialect is responses.DIALECT:
+        return responses_problems(body, reasoning, calls)
     if dialect is anthropic.DIALECT:
         return anthropic_problems(body, signatures)
     if dialect is ollama.DIALECT:

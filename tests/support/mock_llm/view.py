@@ -42,12 +42,39 @@ def conversation(body: Any) -> list[Turn]:
     """The request's messages, the system prompt first when there is one."""
     body = body if isinstance(body, dict) else {}
     turns: list[Turn] = []
-    system = body.get("system")
+    system = body.get("system") or body.get("instructions")
     if system:
         turns.append(Turn("system", _text(system)))
     for message in body.get("messages") or []:
         if isinstance(message, dict):
             turns.extend(_turns(message))
+    if isinstance(body.get("input"), list):
+        turns += _input_turns(body["input"])
+    return turns
+
+
+def _input_turns(items: list[Any]) -> list[Turn]:
+    """Responses API input items as turns: consecutive calls and text of the assistant make one
+    assistant turn; reasoning items say nothing here."""
+    turns: list[Turn] = []
+    for item in items:
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "function_call_output":
+            turns.append(Turn("tool", str(item.get("output", "")), answers=item.get("call_id")))
+        elif kind == "function_call":
+            arguments: Any = item.get("arguments")
+            with contextlib.suppress(ValueError, TypeError):
+                arguments = json.loads(arguments)
+            call = Call(item.get("call_id"), str(item.get("name", "")), arguments)
+            if not turns or turns[-1].role != "assistant":
+                turns.append(Turn("assistant"))
+            turns[-1].calls.append(call)
+        elif kind == "message":
+            role, text = str(item.get("role", "user")), _text(item.get("content"))
+            if role == "assistant" and turns and turns[-1].role == "assistant":
+                turns[-1].text += text
+            else:
+                turns.append(Turn(role, text))
     return turns
 
 
@@ -90,7 +117,8 @@ def count_tokens(body: Any) -> int:
     tools at 3.2 characters a token (more than the agent estimates: real tokenizers disagree
     with any estimate), images at a flat 1,000 tokens each."""
     body = body if isinstance(body, dict) else {}
-    prompt = {key: body[key] for key in ("system", "messages", "tools") if key in body}
+    keys = ("system", "messages", "tools", "instructions", "input")
+    prompt = {key: body[key] for key in keys if key in body}
     images: list[int] = [0]
     chars = len(json.dumps(_without_images(prompt, images), ensure_ascii=False))
     return math.ceil(chars / CHARS_PER_TOKEN) + images[0] * IMAGE_TOKENS
@@ -139,7 +167,8 @@ def _text(content: Any) -> str:
     """Plain text of a string or of the text blocks of a list."""
     if isinstance(content, str):
         return content
-    return "".join(str(b.get("text", "")) for b in _blocks(content) if b.get("type") == "text")
+    kinds = ("text", "input_text", "output_text")
+    return "".join(str(b.get("text", "")) for b in _blocks(content) if b.get("type") in kinds)
 
 
 def _unanswered(pending: list[str | None]) -> str:
