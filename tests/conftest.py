@@ -14,6 +14,7 @@ from tests.support.acp_schema import official_validator
 from tests.support.llama_server import llama_server  # noqa: F401  (the real model tier)
 from tests.support.mock_llm import mock_llm  # noqa: F401 - a fixture for every test module
 from tests.support.raw import RawServer, console_script
+from tests.support.search_engines import engine  # noqa: F401 - rg and Python, for search tests
 
 TAP = Path(__file__).parent / "support" / "tap.py"
 FIGURES = pytest.StashKey[list[str]]()

@@ -38,7 +38,8 @@ from acp_server.session.commands import CommandRun
 from acp_server.session.mcp import McpServers
 from acp_server.session.model import SessionModel
 from acp_server.session.queue import PromptOutcome, PromptQueue
-from acp_server.session.text import INTERNAL_FAILURE, NOT_SAVED, system_prompt, title_for
+from acp_server.session.text import INTERNAL_FAILURE, NOT_SAVED, title_for
+from acp_server.session.turn_parts import TurnParts
 from acp_server.session.voice import Emit, Voice, live
 from acp_server.settings import Settings
 from acp_server.store.database import SaveFailed, iso
@@ -47,8 +48,6 @@ from acp_server.tools.jobs import Jobs
 from acp_server.tools.mcp_config import ServerConfig
 
 if TYPE_CHECKING:
-    from acp_server.agent.loop import ToolRunner
-    from acp_server.agent.turn_context import SessionContext, Spending, TurnContext
     from acp_server.models.catalogue import Catalogue
     from acp_server.session.choice import ModelChoice
 
@@ -96,9 +95,14 @@ class Session:
         # Between turns: a notice, or nothing when the editor shows none.
         self._voice = Voice(self._send, editor.can_notice, in_turn=False)
         self.mcp = McpServers.start(mcp_servers, cwd, self.tell if editor.can_notice else None)
-        self._tools: ToolRunner | None = None
-        self._context: SessionContext | None = None  # made at the first turn
-        self._spending: Spending | None = None  # what the session cost (made with the context)
+        self._parts = TurnParts(
+            self.roots,
+            editor=editor,
+            permissions=permissions,
+            settings=settings,
+            mcp=self.mcp,
+            jobs=self._jobs,
+        )
         self.plan_shown = False  # a plan was shown and not removed since (/clear removes it)
 
     def _send(self, update: updates.Update) -> None:  # to this session's editor
@@ -117,7 +121,7 @@ class Session:
     def set_backend(self, backend: Backend) -> None:
         """`backend` from the next turn on (a running turn finishes with its own)."""
         self._model.backend = backend
-        self._context = None  # the context budget is made anew (its window is its own)
+        self._parts.new_backend()
 
     def set_model(self, value: object) -> None:
         """Switch the model; the history is carried over to it before the next prompt."""
@@ -129,11 +133,11 @@ class Session:
         before = self.backend
         if self._model.grew(catalogue):
             if self.backend is not before:
-                self._context = None
+                self._parts.new_backend()
             self._choice_changed()
 
     def _model_changed(self) -> None:
-        self._context = None
+        self._parts.new_backend()
         if not self._queue.busy:
             self._model.carry_over(self.history)
         self._choice_changed()
@@ -208,7 +212,7 @@ class Session:
         update = self._shown(update)
         if update.get("sessionUpdate") != "compaction_update" or self._editor.can_show_compaction:
             return [update]
-        from acp_server.agent.turn_context import as_card
+        from acp_server.agent.compaction_view import as_card
 
         return as_card(update)
 
@@ -247,6 +251,7 @@ class Session:
         """The session goes: its turn is cancelled, its background commands and MCP servers end."""
         self.cancel()
         await self._jobs.close()
+        self._parts.close()
         if self.mcp is not None:
             await self.mcp.close()
 
@@ -278,58 +283,16 @@ class Session:
             return text
         return None
 
-    # ----- what a turn is made of -----------------------------------------------------------
-
-    def _toolbox(self) -> ToolRunner:
-        """The session's tools, made at the first turn."""
-        if self._tools is None or self.mcp is not None:  # MCP tools: as they are now
-            # Imported at the first turn: `session/new` does not need the tools (~20 ms).
-            from acp_server.tools.defaults import default_tools
-            from acp_server.tools.toolbox import Toolbox
-
-            self._tools = Toolbox(
-                [*default_tools(self._settings.fetch), *(self.mcp.tools() if self.mcp else ())],
-                cwd=self.cwd,
-                roots=self.roots,
-                client=self._editor,
-                permissions=self._permissions,
-                jobs=self._jobs,
-            )
-        return self._tools
-
-    async def _turn_context(self, backend: Backend, emit: Emit) -> TurnContext:
-        """The context steps for a turn with `backend`; the server's window is looked up beside
-        the turn (`SessionContext.look_up`)."""
-        from acp_server.agent.turn_context import TurnContext
-
-        context = self._session_context()
-        context.look_up(backend)
-        return TurnContext(
-            context,
-            backend,
-            emit,
-            compaction_updates=self._editor.can_show_compaction,
-            price=self._model.price,
-            summarizer=self._model.summarizer(),
-        )
-
-    def _session_context(self) -> SessionContext:
-        """The session's budget, made at the first turn and for each new backend."""
-        from acp_server.agent.turn_context import SessionContext
-
-        if self._context is None:
-            entry = self.choice.entry if self.choice is not None else None
-            settings = entry.budget_settings(self._settings) if entry else self._settings
-            self._context = SessionContext.made(settings, self._spending)
-            if entry is not None and entry.facts is not None:
-                self._context.output_limit = entry.facts.output
-            self._spending = self._context.spending  # the session's, across model switches
-        return self._context
+    # ----- turns ---------------------------------------------------------------------------
 
     def warm(self) -> None:
         """Ahead of the first turn (`warmup`): the tools and the context budget."""
-        self._toolbox()
-        self._session_context()
+        self._parts.tools()
+        self._parts.budget(self._model)
+
+    def show_usage(self) -> None:
+        """After `session/load`: the meter for the loaded conversation (`TurnParts`)."""
+        self._parts.show_usage(self._model, self.history, self._send, lambda: not self._queue.busy)
 
     def _emitter(self) -> tuple[Emit, Callable[[], None]]:
         """(emit, end): updates shown and recorded until `end` is called."""
@@ -349,11 +312,11 @@ class Session:
             emit=emit,
             max_requests=self._settings.max_turn_requests,
             tell=voice.tell,
-            system=system_prompt(self.cwd, self.additional_dirs) + await self._mcp_turn(voice),
-            context=await self._turn_context(backend, emit),
+            system=self._parts.system + await self._mcp_turn(voice),
+            context=await self._parts.turn_context(self._model, backend, emit),
             thought_level=self._model.level,
         )
-        turn.tools = self._toolbox()
+        turn.tools = self._parts.tools()
         try:
             stop = await run_turn(turn)
         except (asyncio.CancelledError, CancelledByUser):
@@ -384,16 +347,13 @@ class Session:
 
     async def compact(self, emit: Emit, focus: str) -> str:
         """`/compact`: compact now, whatever the fit; the one-line result for a person."""
-        context = await self._turn_context(self.backend, emit)
-        await context.session.settle(wait=True)  # compacted for the window the server tells
-        system = system_prompt(self.cwd, self.additional_dirs)
-        context.begin(system, context.session.tools(system, self._toolbox().specs()))
-        return await context.compact(self.history, focus, manual=True)
+        context = await self._parts.turn_context(self._model, self.backend, emit)
+        specs = self._parts.tools().specs()
+        return await context.compact_now(self._parts.system, specs, self.history, focus)
 
     def clear(self, emit: Emit) -> None:
         """`/clear`: an empty model context; the stored transcript keeps the conversation."""
         self.history.clear()
-        if self._context is not None:
-            self._context.due = False
+        self._parts.cleared()
         if self.plan_shown:  # the model's plan went with the context it belonged to
             emit(updates.plan_removed())

@@ -28,24 +28,12 @@ from tests.support.context_session import (
     turn_requests,
     write_files,
 )
-from tests.support.mock_llm import MockLLM, Responder
-from tests.support.mock_llm.responders import file_reader
+from tests.support.mock_llm import MockLLM
 from tests.support.strict_gemini import signature_of
 
 Start = Callable[..., Any]
 WINDOW = 16_384
 TURNS = 30
-
-
-def without_usage() -> Responder:
-    """`file_reader`, reporting no prompt counts. Why: on main today, in this geometry (16K,
-    6 KB reads), the first request after a mid-turn compaction is estimated well above what
-    the server counts (~8,166 against 5,479 tokens, on the chat dialect too), the
-    silent-truncation guard takes that for a cut, and the window collapses for good: issue 19
-    item 4, another helper's. These tests are about the wire, not that guard; parsing the
-    usage is tested in tests/unit/test_backend_responses.py."""
-    reader = file_reader()
-    return lambda body: {**reader(body), "usage": None}
 
 
 async def thirty_turns(reader: ReaderSession, names: list[str]) -> None:
@@ -73,7 +61,6 @@ async def test_thirty_turns_on_the_responses_api_keep_the_reasoning(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
     mock_llm.strict_dialect = True
-    mock_llm.responder = without_usage()
     mock_llm.set(model="gpt-5", context_length=WINDOW)
     names = write_files(tmp_path, 6, 6000)
     reader = await start_reader(server_factory, mock_llm, tmp_path, model="openai-responses:gpt-5")
@@ -98,7 +85,6 @@ async def test_thirty_turns_on_gemini_3_keep_the_thought_signatures(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
     mock_llm.strict_dialect = True
-    mock_llm.responder = without_usage()
     mock_llm.set(model="gemini-3-pro-preview", context_length=WINDOW)
     names = write_files(tmp_path, 6, 6000)
     reader = await start_reader(

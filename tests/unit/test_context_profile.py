@@ -78,7 +78,7 @@ def test_shorten_keeps_the_schema_and_drops_examples_and_defaults() -> None:
     assert "default" not in text and "$schema" not in text
     assert len(str(short)) < len(str(grep))
     pattern = short.parameters["properties"]["pattern"]["description"]
-    assert pattern.startswith("Python regular expression") and "Escape" not in pattern
+    assert pattern.startswith("Regular expression") and "Escape" not in pattern
 
 
 def test_first_sentence_is_not_fooled_by_abbreviations() -> None:

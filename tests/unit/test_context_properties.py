@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from acp_server.agent.loop import CANCELLED_RESULT
+from acp_server.agent.turn_text import CANCELLED_RESULT
 from acp_server.context.compact import compact
 from acp_server.context.fit import ContextBudget
 from acp_server.context.prune import prune_tool_outputs

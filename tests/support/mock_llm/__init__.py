@@ -19,8 +19,8 @@ messages and tools at 3.2 characters a token, stricter than the agent's estimate
 long: P tokens > N maximum"; Ollama's "the input length exceeds the context length"), without
 consuming a queued response; `report_window=N` tells N where servers do (as
 `set(context_length=N)`); `cap_prompt_tokens=N` reports `prompt_tokens = min(real, N)` (a
-server that silently cut the prompt); `responder=f(request_json) -> response dict` answers when
-the queue is empty (`responders.file_reader()` plays a long tool-heavy session);
+server that silently cut the prompt); `responder=f(request_json) -> response dict` answers
+when the queue is empty (`responders.file_reader()` plays a long tool-heavy session);
 `strict_tools=True` refuses (HTTP 400) a history with an orphaned tool result or a tool call
 without its result; `strict_dialect=True` refuses (HTTP 400, the vendor's error body) whatever
 the real API of the endpoint refuses (tests/support/strict_dialects.py: OpenAI tool pairing,

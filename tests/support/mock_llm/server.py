@@ -49,9 +49,11 @@ class MockLLM:
     `window` refuses a prompt over that many tokens (counted by `view.count_tokens`) with the
     dialect's overflow error; `report_window` tells that window on the discovery endpoints;
     `cap_prompt_tokens` reports at most that many prompt tokens (a server that cut the prompt
-    silently); `responder(body)` answers when the queue is empty; `strict_tools` refuses a
-    history with an orphaned tool result or a call left without one; `strict_dialect` checks
-    each request as the real API of its endpoint does (`strict`)."""
+    silently); `cache_net` makes Ollama's prompt count net of its prompt cache (only what a
+    request adds to the previous one); `responder(body)` answers when the
+    queue is empty; `strict_tools` refuses a history with an orphaned tool result or a call left
+    without one; `strict_dialect` checks each request as the real API of its endpoint does
+    (`strict`)."""
 
     # Writes each response; the relay benchmark swaps in one that notes when frames leave.
     response_writer: type[ResponseWriter] = ResponseWriter
@@ -62,11 +64,11 @@ class MockLLM:
         window: int | None = None,
         report_window: int | None = None,
         cap_prompt_tokens: int | None = None,
+        cache_net: bool = False,
         responder: Responder | None = None,
         strict_tools: bool = False,
         strict_dialect: bool = False,
         api_key: str | None = None,
-        cache_net: bool = False,
     ) -> None:
         self.url = ""
         self.api_key = api_key  # when set, a request without it is refused with HTTP 401
