@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_server.errors import ResourceNotFound
-from acp_server.session import options, restore
+from acp_server.session import options
 from acp_server.session.factory import McpServers, SessionFactory
-from acp_server.session.warmup import AfterNew
 from acp_server.settings import Settings
 
 if TYPE_CHECKING:
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from acp_server.models.catalogue import Catalogue
     from acp_server.models.source import ModelSource
     from acp_server.session.session import SendUpdate, Session
+    from acp_server.session.warmup import AfterNew
     from acp_server.store.database import SessionRow, Store
 
 
@@ -50,9 +50,10 @@ class Sessions:
             settings=settings,
             models=models,
         )
-        self._after_new = AfterNew(models)
+        self._after_new: AfterNew | None = None  # made at the first new session built
         self._live: dict[str, Session] = {}
         self._pending: dict[str, Callable[[], None]] = {}  # answered, not built yet
+        self._closing = False
         if models is not None:
             models.listeners.append(self._catalogue_grew)
 
@@ -63,8 +64,10 @@ class Sessions:
 
     def shutdown(self) -> None:
         """At exit: every MCP server process ends, and the store is closed."""
-        self._after_new.close()
+        self._closing = True  # sessions built from now on start no work
         self._settled()  # their rows reach the store before it closes
+        if self._after_new is not None:
+            self._after_new.close()
         from acp_server.tools import background, mcp_procs
 
         mcp_procs.end_all()
@@ -102,6 +105,12 @@ class Sessions:
 
     def _built(self, session: Session) -> None:
         self._live[session.id] = session
+        if self._closing:
+            return
+        if self._after_new is None:
+            from acp_server.session.warmup import AfterNew
+
+            self._after_new = AfterNew(self._factory.models)
         self._after_new.start(session)
 
     def _settled(self) -> dict[str, Session]:
@@ -121,6 +130,8 @@ class Sessions:
         replay: bool,
     ) -> Session:
         """The stored session, live again (a live one of that id is cancelled and replaced)."""
+        from acp_server.session import restore
+
         servers = self._factory.mcp_servers(mcp_servers)
         row = await self._stored(session_id)
         await self._end(self._settled().pop(session_id, None))
@@ -150,6 +161,8 @@ class Sessions:
 
     async def delete(self, session_id: str) -> None:
         """Gone from the list, and loading it is "not found". Unknown ids are fine."""
+        from acp_server.session import restore
+
         await self._end(self._settled().pop(session_id, None))
         store = self._factory.required_store()
         store.delete(session_id)
@@ -160,6 +173,8 @@ class Sessions:
     ) -> Session:
         """A new session with a copy of the stored one's history (and its roots, unless `extra`
         gives others)."""
+        from acp_server.session import restore
+
         self._factory.mcp_servers(mcp_servers)  # checked before anything is stored
         source = await self._stored(session_id)
         extra = extra or tuple(Path(d) for d in source.additional_dirs)
@@ -167,6 +182,8 @@ class Sessions:
         return await self.restore(new_id, cwd, extra, mcp_servers, replay=False)
 
     async def _stored(self, session_id: str) -> SessionRow:
+        from acp_server.session import restore
+
         self._settled()
         return await restore.stored(self._factory.required_store(), session_id)
 
