@@ -36,6 +36,7 @@ from acp_server.agent.turn_text import (
     SERVER_LIMIT,
 )
 from acp_server.backends import Backend
+from acp_server.context import ToolRoom
 from acp_server.messages import (
     Message,
     ModelRequest,
@@ -54,7 +55,9 @@ Emit = Callable[[updates.Update], None]
 class ToolRunner(Protocol):
     """The tools offered in a turn. `run` never raises for tool failures: it returns them."""
 
-    def specs(self) -> tuple[ToolSpec, ...]: ...
+    def specs(self, room: ToolRoom | None = None) -> tuple[ToolSpec, ...]:
+        """The tools for the next request (in `room`: as many as its window allows)."""
+        ...
 
     def announce(self, call: ToolCall) -> updates.Update:
         """The `tool_call` update that introduces this call to the editor."""
@@ -66,7 +69,7 @@ class ToolRunner(Protocol):
 class NoTools:
     """No tools at all: every call is answered as an unknown tool."""
 
-    def specs(self) -> tuple[ToolSpec, ...]:
+    def specs(self, room: ToolRoom | None = None) -> tuple[ToolSpec, ...]:
         return ()
 
     def announce(self, call: ToolCall) -> updates.Update:
@@ -74,6 +77,10 @@ class NoTools:
 
     async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
         return ToolOutcome(f"Unknown tool {call.name!r}: no tools are available.", ok=False)
+
+
+# The tools offered in a window (None: no window, every tool but the search).
+ToolsFor = Callable[[ToolRoom | None], Sequence[ToolSpec]]
 
 
 class Context(Protocol):
@@ -84,7 +91,7 @@ class Context(Protocol):
     async def request(
         self,
         system: str,
-        specs: Sequence[ToolSpec],
+        specs: ToolsFor,
         history: History,
         *,
         note: str = "",
@@ -111,14 +118,14 @@ class Unbounded:
     async def request(
         self,
         system: str,
-        specs: Sequence[ToolSpec],
+        specs: ToolsFor,
         history: History,
         *,
         note: str = "",
         thought_level: str | None = None,
     ) -> ModelRequest | str:
         return ModelRequest(
-            history.messages, tuple(specs), system + note, thought_level=thought_level
+            history.messages, tuple(specs(None)), system + note, thought_level=thought_level
         )
 
     async def took(self, reply: Reply, *, retry: bool) -> bool:
@@ -204,7 +211,7 @@ async def _request(turn: Turn, note: str = "") -> Reply:
     for attempt in range(2):
         request = await turn.context.request(
             turn.system,
-            turn.tools.specs(),
+            turn.tools.specs,
             turn.history,
             note=note,
             thought_level=turn.thought_level,

@@ -40,11 +40,13 @@ from acp_server.context import (
     ContextBudget,
     Fit,
     ToolProfile,
+    ToolRoom,
     Window,
     apply_profile,
     choose_profile,
     clip_result,
     compact,
+    worth_compacting,
 )
 from acp_server.context.tokens import MESSAGE_OVERHEAD
 from acp_server.messages import (
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Emit = Callable[[updates.Update], None]
+ToolsFor = Callable[[ToolRoom | None], Sequence[ToolSpec]]  # the tools offered in a window
 RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep
 TRUNCATION_WARNING = (
     "The model server read only about {kept:,} of the ~{sent:,} tokens it was sent, so it "
@@ -137,6 +140,11 @@ class SessionContext:
         fit = self.budget.fit(system, self.tools(system, specs), history)
         return updates.usage(fit.used, fit.window, self.spending.shown)
 
+    def tool_room(self) -> ToolRoom:
+        """The window the tools of the next request are measured against."""
+        estimator = self.budget.estimator
+        return ToolRoom(self.window.size, lambda specs: estimator.corrected(estimator.tools(specs)))
+
     def tools(self, system: str, specs: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
         """The tools as offered for the current window (the compact profile below ~8K)."""
         key = (self.window.size, tuple(s.name for s in specs))
@@ -172,7 +180,7 @@ class TurnContext:
     async def request(
         self,
         system: str,
-        specs: Sequence[ToolSpec],
+        specs: ToolsFor,
         history: History,
         *,
         note: str = "",
@@ -205,26 +213,24 @@ class TurnContext:
         self.after_round(reply.usage, self.budget.estimator.text("".join(reply.text)))
         return False
 
-    async def compact_now(
-        self, system: str, specs: Sequence[ToolSpec], history: History, focus: str
-    ) -> str:
+    async def compact_now(self, system: str, specs: ToolsFor, history: History, focus: str) -> str:
         """`/compact`: compact now, whatever the fit, for the window the server tells; the
         one-line result for a person."""
         await self.session.settle(wait=True)
-        self.begin(system, self.session.tools(system, specs))
+        self.begin(system, self.session.tools(system, specs(self.session.tool_room())))
         return await self.compact(history, focus, manual=True)
 
     async def offer(
-        self, system: str, specs: Sequence[ToolSpec], history: Sequence[Message]
+        self, system: str, specs: ToolsFor, history: Sequence[Message]
     ) -> tuple[ToolSpec, ...]:
         """The tools for the next request, as offered for the window known now. While the
         server is still asked for its window, a history that does not fit the one known so
         far waits for its answer (it may be larger) instead of compacting for nothing."""
         await self.session.settle(wait=False)
-        tools = self.session.tools(system, specs)
+        tools = self.session.tools(system, specs(self.session.tool_room()))
         if self.session.looking and self.budget.fit(system, tools, history).status != "fits":
             await self.session.settle(wait=True)
-            tools = self.session.tools(system, specs)
+            tools = self.session.tools(system, specs(self.session.tool_room()))
         return tools
 
     async def prepare(
@@ -234,9 +240,11 @@ class TurnContext:
         it cannot fit (the history is then untouched), else None."""
         self.begin(system, tools)
         fit = self.budget.fit(system, tools, history)
-        if fit.status == "compact" or (self.session.compact_due() and fit.status == "fits"):
+        due = fit.status == "compact" or (self.session.compact_due() and fit.status == "fits")
+        if due and worth_compacting(self.budget, system, tools, history):
             await self.compact(history)
             fit = self.budget.fit(system, tools, history)
+        self.session.due = False
         self.fit = fit
         return fit.problem()
 
@@ -257,7 +265,11 @@ class TurnContext:
             raise
         self.session.due = False
         if result.stage == "none":
-            text = "Nothing to compact yet: the conversation has no older part to summarize."
+            text = (
+                "Nothing to compact yet: the conversation has no older part to summarize."
+                if manual
+                else "The conversation could not be made smaller; it is sent as it is."
+            )
             shown.ended("completed", text)
             return text
         history.replace(result.history)

@@ -11,7 +11,7 @@ measures; the session applies it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,14 @@ LEAVE_OUT_ORDER = (
 )
 DROPPED_KEYS = frozenset({"$schema", "default", "examples"})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+@dataclass(frozen=True)
+class ToolRoom:
+    """What the tools of a request are measured against: the window, and how tools count."""
+
+    window: int
+    measure: Callable[[Sequence[ToolSpec]], int]
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ class Session:
         send_update: SendUpdate,
         additional_dirs: tuple[Path, ...] = (),
         mcp_servers: Sequence[ServerConfig] = (),
+        mcp_tool_share: float | None = None,
         history: Iterable[Message] = (),
         title: str | None = None,
         choice: ModelChoice | None = None,
@@ -94,7 +95,8 @@ class Session:
         self._send_update = send_update
         # Between turns: a notice, or nothing when the editor shows none.
         self._voice = Voice(self._send, editor.can_notice, in_turn=False)
-        self.mcp = McpServers.start(mcp_servers, cwd, self.tell if editor.can_notice else None)
+        notify = self.tell if editor.can_notice else None
+        self.mcp = McpServers.start(mcp_servers, cwd, notify, mcp_tool_share)
         self._parts = TurnParts(
             self.roots,
             editor=editor,
@@ -317,6 +319,7 @@ class Session:
             thought_level=self._model.level,
         )
         turn.tools = self._parts.tools()
+        self._parts.say_sandbox(voice.tell)
         try:
             stop = await run_turn(turn)
         except (asyncio.CancelledError, CancelledByUser):
@@ -327,8 +330,9 @@ class Session:
             return PromptOutcome("end_turn", TurnFailure("internal", INTERNAL_FAILURE))
         finally:
             end()
-        if stop == "refusal":
-            # The refused prompt and everything after it stay out of later requests.
+        too_large = turn.failure is not None and turn.failure.reason == "context"
+        if stop == "refusal" or (too_large and self.history and self.history[-1] is message):
+            # Refused, or too large for the window (never sent): kept out of later requests.
             self.history.cut(message)
         return PromptOutcome(stop, turn.failure)
 
@@ -348,7 +352,7 @@ class Session:
     async def compact(self, emit: Emit, focus: str) -> str:
         """`/compact`: compact now, whatever the fit; the one-line result for a person."""
         context = await self._parts.turn_context(self._model, self.backend, emit)
-        specs = self._parts.tools().specs()
+        specs = self._parts.tools().specs
         return await context.compact_now(self._parts.system, specs, self.history, focus)
 
     def clear(self, emit: Emit) -> None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from acp_server.agent.loop import ToolRunner
     from acp_server.agent.spending import Spending
     from acp_server.agent.turn_context import SessionContext, TurnContext
+    from acp_server.tools.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ class TurnParts:
         self._mcp = mcp
         self._jobs = jobs
         self._tools: ToolRunner | None = None
+        self._sandbox: Sandbox | None = None  # where commands run: made with the tools
+        self._sandbox_said = False
         self._context: SessionContext | None = None
         self._spending: Spending | None = None  # what the session cost (made with the context)
         self._metered: asyncio.Task[None] | None = None  # the usage shown after a load
@@ -66,8 +69,12 @@ class TurnParts:
         if self._tools is None or self._mcp is not None:  # MCP tools: as they are now
             # Imported at the first turn: `session/new` does not need the tools (~20 ms).
             from acp_server.tools.defaults import default_tools
+            from acp_server.tools.sandbox import DEFAULT_LEVEL, Sandbox, parse_level
             from acp_server.tools.toolbox import Toolbox
 
+            if self._sandbox is None:
+                level = parse_level(self._settings.sandbox or DEFAULT_LEVEL, "sandbox")
+                self._sandbox = Sandbox(level, self._roots)
             self._tools = Toolbox(
                 [*default_tools(self._settings.fetch), *(self._mcp.tools() if self._mcp else ())],
                 cwd=self._roots[0],
@@ -75,6 +82,8 @@ class TurnParts:
                 client=self._editor,
                 permissions=self._permissions,
                 jobs=self._jobs,
+                sandbox=self._sandbox,
+                catalog=self._mcp.catalog() if self._mcp else None,
             )
         return self._tools
 
@@ -133,13 +142,22 @@ class TurnParts:
             context = self.budget(model)
             context.look_up(model.backend)
             await context.settle(wait=True)
-            usage = context.usage(self.system, self.tools().specs(), history)
+            usage = context.usage(self.system, self.tools().specs(context.tool_room()), history)
         except Exception:
             log.exception("the usage of a loaded session could not be shown")
             return
         if idle():
             send(usage)
 
+    def say_sandbox(self, tell: Callable[[str, str], None]) -> None:
+        """Once per session: a sandbox level this machine cannot keep (commands then ask)."""
+        problem = self._sandbox.unavailable() if self._sandbox is not None else None
+        if problem is not None and not self._sandbox_said:
+            self._sandbox_said = True
+            tell(problem, "warning")
+
     def close(self) -> None:
         if self._metered is not None:
             self._metered.cancel()
+        if self._sandbox is not None:
+            self._sandbox.close()

@@ -24,6 +24,7 @@ from acp_server.editor_api import EditorApi
 from acp_server.messages import ImagePart
 from acp_server.permissions import Effect, Permit
 from acp_server.tools.jobs import Jobs
+from acp_server.tools.sandbox import Sandbox
 from acp_server.updates import text_content as text_content  # re-exported for the tools
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,8 @@ class ToolContext:
     terminals: list[str] = field(default_factory=list)
     # The session's background commands (run_command with `background`).
     jobs: Jobs = field(default_factory=Jobs)
+    # Where the session's commands run confined (run_command); off: as the user.
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox("off", ()))
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalized path: absolute as given, or relative to the session cwd.
