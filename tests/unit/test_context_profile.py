@@ -36,10 +36,29 @@ def real_system() -> str:
 
 def test_large_windows_get_the_full_profile() -> None:
     tools = real_tools()
-    profile = choose_profile(SMALL_WINDOW, real_system(), tools, Estimator())
+    profile = choose_profile(SMALL_WINDOW * 2, real_system(), tools, Estimator())
     assert not profile.compact and profile.leave_out == ()
     assert profile.fixed_tokens == profile.full_tokens
     assert apply_profile(profile, tools) == tools
+
+
+def test_at_the_small_window_the_profile_is_compact_only_when_the_tools_crowd_it() -> None:
+    """8,192 tokens (also the default window): compact when the full profile would take more
+    than a quarter of it, as the current tools do; full when they fit."""
+    tools = real_tools()
+    crowded = choose_profile(SMALL_WINDOW, real_system(), tools, Estimator())
+    assert crowded.full_tokens > crowded.limit and crowded.compact and crowded.within_limit
+    few = [t for t in tools if t.name in CORE]
+    roomy = choose_profile(SMALL_WINDOW, real_system(), few, Estimator())
+    assert roomy.full_tokens <= roomy.limit and not roomy.compact
+
+
+def test_parameters_that_need_a_tool_left_out_go_with_it() -> None:
+    run = next(t for t in real_tools() if t.name == "run_command")
+    kept = shorten(run).parameters["properties"]
+    assert {"background", "stop_on_cancel"} <= set(kept)
+    gone = shorten(run, ("command_output",)).parameters["properties"]
+    assert "background" not in gone and "stop_on_cancel" not in gone and "command" in gone
 
 
 @pytest.mark.parametrize("window", [2048, 4096, 6144])
