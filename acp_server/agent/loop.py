@@ -1,9 +1,9 @@
 """One prompt turn: ask the model, run the tools it asks for, repeat until it is done.
 
 `run_turn` never touches the wire. It gets an `emit` callable for `session/update` payloads, a
-toolbox, the history and a `record` callable; the session owns the connection, the store and
+toolbox and the session's `History`; the session owns the connection, the store and
 cancellation. Every message the turn adds goes through `_add`, which appends it to the history
-and records it (the session writes it to the store). Cancellation arrives as
+(which records it: the session's recorder writes it to the store). Cancellation arrives as
 `CancelledError` at any await; the `finally` blocks leave history consistent (a partial reply is
 kept as what the user saw; every tool call gets exactly one result) and close every started
 tool call with a final status before the turn is answered.
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from acp_server import updates
+from acp_server.agent.history import History
 from acp_server.agent.round import Reply, Tell, stream_round
 from acp_server.agent.turn_text import (
     CANCELLED_RESULT,
@@ -49,7 +50,6 @@ from acp_server.tools.base import ToolOutcome
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 Emit = Callable[[updates.Update], None]
-Record = Callable[[Message], None]
 
 
 class ToolRunner(Protocol):
@@ -92,7 +92,7 @@ class Context(Protocol):
         self,
         system: str,
         specs: ToolsFor,
-        history: list[Message],
+        history: History,
         *,
         note: str = "",
         thought_level: str | None = None,
@@ -119,13 +119,13 @@ class Unbounded:
         self,
         system: str,
         specs: ToolsFor,
-        history: list[Message],
+        history: History,
         *,
         note: str = "",
         thought_level: str | None = None,
     ) -> ModelRequest | str:
         return ModelRequest(
-            tuple(history), tuple(specs(None)), system + note, thought_level=thought_level
+            history.messages, tuple(specs(None)), system + note, thought_level=thought_level
         )
 
     async def took(self, reply: Reply, *, retry: bool) -> bool:
@@ -144,16 +144,11 @@ class TurnFailure:
     message: str
 
 
-def unrecorded(message: Message) -> None:
-    """The `record` of a turn whose messages are kept nowhere but in its history."""
-
-
 @dataclass
 class Turn:
     backend: Backend
-    history: list[Message]
+    history: History  # records each message the turn adds
     emit: Emit
-    record: Record = unrecorded  # called with each message the turn adds to `history`
     tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = 50
     tell: Tell | None = None
@@ -313,6 +308,5 @@ def _answer_unanswered(turn: Turn) -> None:
 
 
 def _add(turn: Turn, message: Message) -> None:
-    """The one place the turn writes history: append the message, and record it."""
+    """The one place the turn writes history (which records the message)."""
     turn.history.append(message)
-    turn.record(message)

@@ -12,7 +12,7 @@ them:
 - `compact`: the stages of `context.compact` with the compaction model of the configuration
   file as the summary model when there is one, else the turn's backend,
   shown as it runs (`compaction_update`s, or a "Compacting conversation" card) and stored (the
-  rebuilt history goes to the recorder as one event);
+  rebuilt history is recorded as one event, by the history itself);
 - `after_overflow`: a context-overflow error teaches the window (the loop compacts and retries
   that request once);
 - `after_round`: the silent-truncation guard (warn once per session, compact before the next
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from acp_server import updates
 from acp_server.agent.compaction_view import Shown
+from acp_server.agent.history import History
 from acp_server.agent.reply_cap import reply_cap
 from acp_server.agent.spending import Spending
 from acp_server.agent.window_lookup import WindowLookup
@@ -67,7 +68,6 @@ log = logging.getLogger(__name__)
 
 Emit = Callable[[updates.Update], None]
 ToolsFor = Callable[[ToolRoom | None], Sequence[ToolSpec]]  # the tools offered in a window
-StoreHistory = Callable[[list[Message]], None]
 RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep
 TRUNCATION_WARNING = (
     "The model server read only about {kept:,} of the ~{sent:,} tokens it was sent, so it "
@@ -162,7 +162,6 @@ class TurnContext:
     session: SessionContext
     backend: Backend
     emit: Emit
-    store: StoreHistory  # records a rebuilt history (compaction, /clear)
     compaction_updates: bool = False  # the client shows `compaction_update`s
     price: Price | None = None  # of the turn's model (None: its cost is not known)
     summarizer: tuple[Backend, Price | None] | None = None  # a compaction model, and its price
@@ -182,7 +181,7 @@ class TurnContext:
         self,
         system: str,
         specs: ToolsFor,
-        history: list[Message],
+        history: History,
         *,
         note: str = "",
         thought_level: str | None = None,
@@ -194,7 +193,7 @@ class TurnContext:
         if problem is not None:
             return problem
         return ModelRequest(
-            messages=tuple(history),
+            messages=history.messages,
             tools=tools,
             system=system + note,
             max_tokens=self.session.reply_limit(self.fit.used if self.fit is not None else None),
@@ -214,9 +213,7 @@ class TurnContext:
         self.after_round(reply.usage, self.budget.estimator.text("".join(reply.text)))
         return False
 
-    async def compact_now(
-        self, system: str, specs: ToolsFor, history: list[Message], focus: str
-    ) -> str:
+    async def compact_now(self, system: str, specs: ToolsFor, history: History, focus: str) -> str:
         """`/compact`: compact now, whatever the fit, for the window the server tells; the
         one-line result for a person."""
         await self.session.settle(wait=True)
@@ -224,7 +221,7 @@ class TurnContext:
         return await self.compact(history, focus, manual=True)
 
     async def offer(
-        self, system: str, specs: ToolsFor, history: list[Message]
+        self, system: str, specs: ToolsFor, history: Sequence[Message]
     ) -> tuple[ToolSpec, ...]:
         """The tools for the next request, as offered for the window known now. While the
         server is still asked for its window, a history that does not fit the one known so
@@ -237,7 +234,7 @@ class TurnContext:
         return tools
 
     async def prepare(
-        self, system: str, tools: tuple[ToolSpec, ...], history: list[Message]
+        self, system: str, tools: tuple[ToolSpec, ...], history: History
     ) -> str | None:
         """Fit the next request, compacting first when needed; the problem for a person when
         it cannot fit (the history is then untouched), else None."""
@@ -251,8 +248,9 @@ class TurnContext:
         self.fit = fit
         return fit.problem()
 
-    async def compact(self, history: list[Message], focus: str = "", manual: bool = False) -> str:
-        """Compact `history` in place, shown and stored; the one-line result for a person."""
+    async def compact(self, history: History, focus: str = "", manual: bool = False) -> str:
+        """Compact `history` (which records the result), shown; the one-line result for a
+        person."""
         system, tools = self._request
         shown = Shown(self.emit, self.compaction_updates)
         try:
@@ -274,8 +272,7 @@ class TurnContext:
             )
             shown.ended("completed", text)
             return text
-        history[:] = result.history
-        self.store(list(result.history))
+        history.replace(result.history)
         log.info("context: %s %s", result.describe(), "; ".join(result.problems))
         shown.ended("completed", result.describe(), result.summary)
         self._usage(result.after)
