@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -110,6 +111,11 @@ def serve(args: argparse.Namespace) -> int:
         print(TERMINAL_HINT, file=sys.stderr, flush=True)
     try:
         asyncio.run(_serve(wire_fd, args, settings))
+        # A connection attempt abandoned at teardown (a local server probed by discovery,
+        # whose address lookup came back from its thread after the loop had stopped) leaves
+        # an unstarted coroutine that Python reports on stderr at exit, which agent-shell
+        # shows as an error. Seen on loaded machines only; nothing is lost by it.
+        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
     except Exception as exc:  # a fatal error: the one thing stderr always shows
         log.exception("the server stopped on an unexpected error")
         sys.stderr.write(
