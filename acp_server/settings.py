@@ -72,6 +72,8 @@ class Settings:
     context_window: int | None = None  # configured; the smallest known value wins
     reply_reserve: int | None = None  # tokens kept for the reply; None: relative to the window
     fetch: FetchSettings = field(default_factory=FetchSettings)
+    # `--config FILE`: the user's own instructions file (AGENTS.md) is looked for beside it.
+    config_option: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, context_window: int | None = None) -> Settings:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from acp_server.agent.loop import StopReason, ToolRunner, TurnFailure
     from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.session.command_table import CommandTable, Invocation
+    from acp_server.workspace.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class CommandServing:
     plan_shown: bool
     _emitter: Callable[[], tuple[Emit, Callable[[], None]]]
     _toolbox: Callable[[], ToolRunner]
+    _where: Callable[[], Workspace]
     commands: CommandTable
     choose: Callable[[str, object], list[dict[str, Any]]]
     describe_choices: Callable[[str], str]
@@ -93,7 +95,7 @@ class CommandServing:
         """`/compact [focus]`: compact now, whatever the fit, and say how it went."""
         emit = self._command_emitter()
         context = await self._turn_context(self._backend, emit)
-        system = system_prompt(self.cwd, self.additional_dirs)
+        system = system_prompt(self.cwd, self.additional_dirs) + self._where().current()
         await self.say(
             await context.compact_now(system, self._toolbox().specs(), self.history, focus)
         )
