@@ -55,6 +55,7 @@ async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check
         checks = [*setup.checks, *remote, *await _mcp(setup.config.mcp_servers)]
         if getattr(args, "live", False):
             checks.append(await _live(checks, first_model(catalogue), env))
+    checks += _tools(args)
     checks += [store_check(), permissions_check(), _log(args, env), editor_command_check()]
     return checks
 
@@ -78,6 +79,13 @@ async def _mcp(servers: Sequence[ServerConfig]) -> list[Check]:
     from acp_server.doctor.mcp import mcp_checks
 
     return await mcp_checks(servers, Path.cwd())
+
+
+def _tools(args: argparse.Namespace) -> list[Check]:
+    from acp_server.doctor.tools import tools_checks
+
+    option = getattr(args, "config", None)
+    return tools_checks(str(option) if option else None, Path.cwd())
 
 
 def _log(args: argparse.Namespace, env: Mapping[str, str]) -> Check:

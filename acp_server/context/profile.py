@@ -2,10 +2,12 @@
 
 The system prompt and the eleven tool schemas take ~3,000 tokens or more: a 4,096-token model would
 have almost no room left. Below `SMALL_WINDOW` the profile is compact: every description is cut
-to its first sentence (no examples, no defaults), and the rarely needed tools are left out, in
-`LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is within a quarter of the
-window. The core tools (read, edit, run) are never left out. This module only decides and
-measures; the session applies it.
+to its first sentence (no examples, no defaults), and tools are left out until the fixed part
+(system prompt with the project's instructions and environment + tools) is within a quarter of
+the window: first the tools this module does not name (tools added later, MCP servers' tools),
+the last offered first, then the rarely needed ones in `LEAVE_OUT_ORDER`. The `CORE` tools
+(read, edit, run) are never left out. This module only decides and measures; the session
+applies it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ LEAVE_OUT_ORDER = (
     "write_file",
     "grep",
 )
+CORE = frozenset({"read_file", "edit_file", "run_command"})
 DROPPED_KEYS = frozenset({"$schema", "default", "examples"})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
@@ -81,6 +84,14 @@ def apply_profile(profile: ToolProfile, tools: Sequence[ToolSpec]) -> tuple[Tool
     return tuple(shorten(t) for t in kept) if profile.compact else kept
 
 
+def leave_out_order(tools: Sequence[ToolSpec]) -> list[str]:
+    """The offered tools that may be left out, in the order they are: unnamed ones (the last
+    offered first), then LEAVE_OUT_ORDER; never CORE."""
+    names = [t.name for t in tools]
+    unnamed = [n for n in reversed(names) if n not in CORE and n not in LEAVE_OUT_ORDER]
+    return unnamed + [n for n in LEAVE_OUT_ORDER if n in names]
+
+
 def choose_profile(
     window: int, system: str, tools: Sequence[ToolSpec], estimator: Estimator
 ) -> ToolProfile:
@@ -95,12 +106,10 @@ def choose_profile(
     if window >= SMALL_WINDOW:
         return ToolProfile(False, (), full, full, limit)
     short = [shorten(t) for t in tools]
-    names = {t.name for t in tools}
     left: list[str] = []
-    for name in LEAVE_OUT_ORDER:
+    for name in leave_out_order(tools):
         if fixed([t for t in short if t.name not in left]) <= limit:
             break
-        if name in names:
-            left.append(name)
+        left.append(name)
     kept = [t for t in short if t.name not in left]
     return ToolProfile(True, tuple(left), full, fixed(kept), limit)
