@@ -133,3 +133,18 @@ async def test_the_environment_is_refreshed_when_git_changes(
     await reader.ask("file1.txt")
     system = system_of(turn_requests(mock_llm)[-1])
     assert "branch feature" in system and " M file1.txt" in system, system
+
+
+async def test_an_editor_that_shows_notices_is_told_with_one(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    repo, config = project(tmp_path)
+    env = {"XDG_CONFIG_HOME": str(config), "ACP_SERVER_CONFIG": ""}
+    caps: dict[str, Any] = {"session": {"notices": {}}}
+    reader = await start_reader(server_factory, mock_llm, repo, env=env, capabilities=caps)
+    turn = await reader.ask("file1.txt")
+    notices = [u for u in turn.seen if u["sessionUpdate"] == "notice"]
+    assert [(n["severity"], n["title"]) for n in notices] == [
+        ("info", f"Project instructions read: {config_file(tmp_path)}, AGENTS.md.")
+    ]
+    assert told(turn.seen) == []
