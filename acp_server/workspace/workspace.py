@@ -23,6 +23,15 @@ log = logging.getLogger(__name__)
 
 Tell = Callable[[str, str], None]
 PATH_ARGUMENTS = ("path", "file_path", "directory", "cwd")
+TURN_WAIT = 0.3  # seconds a later turn waits for git before it uses the last state
+
+
+def _result(probe: asyncio.Task[environment.GitState], cwd: Path) -> environment.GitState:
+    """The probe's state; a failure is logged and said as a problem (never a failed turn)."""
+    if probe.cancelled() or probe.exception() is not None:
+        log.warning("git status failed in %s", cwd, exc_info=probe.exception())
+        return environment.GitState(problem="git status failed")
+    return probe.result()
 
 
 def user_folder(config_option: str | None) -> Path:
@@ -113,18 +122,21 @@ class Workspace:
                     yield path if path.is_dir() else path.parent
 
     async def _refresh_git(self) -> None:
-        """Wait for the probe started after `session/new`, or ask git again; a cancelled turn
-        leaves the probe running for the next one."""
+        """A fresh git state: the first turn waits for it (within git's timeout), a later one
+        for at most TURN_WAIT, else keeps the last state and leaves git running for the next
+        (a huge repository must not slow every prompt). A cancelled turn leaves it running."""
         if self.repo is None:
             return
         if self._probe is None:
             self._probe = self._ask_git()
-        try:
-            self._git = await asyncio.shield(self._probe)
-        except Exception:
-            log.warning("git status failed in %s", self.cwd, exc_info=True)
-            self._git = environment.GitState(problem="git status failed")
-        self._probe = None
+        probe = self._probe
+        if self._git is None:
+            await asyncio.wait({probe})  # a cancel of the turn leaves git running
+        elif not probe.done():
+            await asyncio.wait({probe}, timeout=TURN_WAIT)
+        if probe.done():
+            self._probe = None
+            self._git = _result(probe, self.cwd)
 
     def tell_news(self, tell: Tell) -> None:
         """Tell the user which instruction files were read that they were not told of yet."""

@@ -104,3 +104,28 @@ async def test_a_cancelled_turn_leaves_the_probe_for_the_next(tmp_path: Path) ->
         await waiting
     assert "Git: a repository at" in await workspace.prompt_part(None)
     assert "not known yet" not in workspace.current()
+
+
+async def test_a_slow_git_delays_a_later_turn_by_turn_wait_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text('#!/bin/sh\nsleep "$(cat "$0.delay")"\necho \'## \'"$(cat "$0.branch")"\n')
+    fake.chmod(0o755)
+    (bin_dir / "git.delay").write_text("0")
+    (bin_dir / "git.branch").write_text("one")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    workspace = Workspace(tmp_path / "repo", (), None)
+    assert "branch one," in await workspace.prompt_part(None)
+    (bin_dir / "git.delay").write_text("1")
+    (bin_dir / "git.branch").write_text("two")
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert "branch one," in await workspace.prompt_part(None)  # the last state, not waited for
+    assert loop.time() - start < 0.9
+    await asyncio.sleep(1.2)
+    assert "branch two," in await workspace.prompt_part(None)
+    workspace.close()
