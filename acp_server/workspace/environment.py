@@ -5,7 +5,8 @@ Peers tell the model where it is; without it, models guess the date, the OS and 
 is a repository. Git is asked once per turn with one `git status --porcelain --branch` bounded
 by `GIT_TIMEOUT` (with GIT_OPTIONAL_LOCKS=0, so that it never takes the index lock from the
 user's own git), and never before `session/new` is answered: the session starts the probe
-after its answer (`Workspace.start`) and each turn waits for at most the rest of the timeout.
+after its answer (`Workspace.start`), and a later turn waits for a new status for at most
+`workspace.TURN_WAIT`.
 A folder without `.git` above it costs no process at all.
 """
 
