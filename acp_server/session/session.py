@@ -399,6 +399,7 @@ class Session(ModelChoosing, CommandServing):
         from acp_server.workspace.watch import Watched
 
         where = self._where()
+        where.fit_to(turn.context.session.window.size if turn.context else None)
         base = system_prompt(self.cwd, self.additional_dirs)
         tell = self._tell(emit)
         part = await where.prompt_part(tell)

@@ -14,8 +14,9 @@ In each directory the first of `NAMES` that exists is read, and only that one: `
 cross-vendor name, wins; the others are fallbacks for projects written for one tool.
 
 Files are read again only when their size or modification time changed (a `stat` per file and
-request), and each is clipped to `FILE_CHARS` (all of them together to `TOTAL_CHARS`) with a
-note saying so, so that a huge file cannot take the model's whole window.
+request), and each is clipped to `FILE_CHARS` (all of them together to `TOTAL_CHARS`, and to
+`WINDOW_SHARE` of a small window: `total_for`) with a note saying so, so that a huge file cannot
+take the model's whole window and make every request too large.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ NAMES = (
 )
 FILE_CHARS = 16_000
 TOTAL_CHARS = 40_000
+WINDOW_SHARE = 0.2  # of the model's window (in tokens), the most all files together may take
+CHARS_PER_TOKEN = 4  # the estimate's ballpark (context.tokens)
 HEADER = (
     "# Project instructions\n"
     "The user and the project's authors wrote these instructions for you: follow them. When two "
@@ -119,11 +122,20 @@ def clip(text: str, limit: int) -> tuple[str, bool]:
     return text[: cut if cut > limit // 2 else limit], True
 
 
-def collect(reader: Reader, sources: Iterable[tuple[str, Path]]) -> list[Found]:
+def total_for(window: int | None) -> int:
+    """The characters all files together may take with a window of `window` tokens."""
+    if window is None:
+        return TOTAL_CHARS
+    return min(TOTAL_CHARS, int(window * WINDOW_SHARE * CHARS_PER_TOKEN))
+
+
+def collect(
+    reader: Reader, sources: Iterable[tuple[str, Path]], total: int = TOTAL_CHARS
+) -> list[Found]:
     """The files of `sources` ((scope, folder), in order), each once, clipped to the limits."""
     found: list[Found] = []
     seen: set[Path] = set()
-    room = TOTAL_CHARS
+    room = total
     for scope, folder in sources:
         hit = reader.first_in(folder)
         if hit is None or hit[0] in seen:

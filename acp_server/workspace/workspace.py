@@ -55,6 +55,11 @@ class Workspace:
         self._told: set[Path] = set()
         self._probe: asyncio.Task[environment.GitState] | None = None
         self._git: environment.GitState | None = None
+        self.total = instructions.TOTAL_CHARS  # what the files may take (`fit_to`)
+
+    def fit_to(self, window: int | None) -> None:
+        """Bound the instruction files to a share of a window of `window` tokens."""
+        self.total = instructions.total_for(window)
 
     def start(self) -> None:
         """Ask git in the background (needs a running loop; a no-op outside a repository)."""
@@ -83,7 +88,7 @@ class Workspace:
 
     def found(self) -> list[instructions.Found]:
         """The instruction files that apply now, in the order the model is given them."""
-        return instructions.collect(self._reader, self._sources())
+        return instructions.collect(self._reader, self._sources(), self.total)
 
     def touched(self, call: ToolCall) -> bool:
         """Note the folders `call` worked in; True when one of them brought new instructions."""

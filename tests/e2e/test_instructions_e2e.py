@@ -148,3 +148,17 @@ async def test_an_editor_that_shows_notices_is_told_with_one(
         ("info", f"Project instructions read: {config_file(tmp_path)}, AGENTS.md.")
     ]
     assert told(turn.seen) == []
+
+
+async def test_a_long_file_in_a_small_window_is_clipped_and_the_turn_works(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    repo, config = project(tmp_path)
+    (repo / "AGENTS.md").write_text(f"{ROOT}: long.\n" + "Always be careful.\n" * 2000, "utf-8")
+    env = {"XDG_CONFIG_HOME": str(config), "ACP_SERVER_CONFIG": ""}
+    reader = await start_reader(server_factory, mock_llm, repo, "--context-window", "4096", env=env)
+    turn = await reader.ask("file1.txt")
+    assert turn.stop == "end_turn" and "word1" in turn.text, turn.text
+    system = system_of(turn_requests(mock_llm)[0])
+    assert ROOT in system and "This file has 38,019 characters; only the first" in system
+    assert told(turn.seen)[0].endswith("(clipped: too long to give in full).")

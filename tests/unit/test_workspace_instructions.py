@@ -100,3 +100,12 @@ def test_render_names_each_file_and_its_scope(tmp_path: Path) -> None:
     assert "## src/AGENTS.md (for files under src/)\nsrc rule" in text
     assert text.index("user rule") < text.index("root rule") < text.index("src rule")
     assert render([], tmp_path) == ""
+
+
+def test_a_small_window_takes_a_share_of_it_for_the_files(tmp_path: Path) -> None:
+    assert instructions.total_for(None) == instructions.TOTAL_CHARS
+    assert instructions.total_for(10**6) == instructions.TOTAL_CHARS
+    assert instructions.total_for(4096) == 3276  # a fifth of the window, ~4 characters a token
+    write(tmp_path / "AGENTS.md", "rule\n" * 2000)
+    (found,) = collect(Reader(), [("project", tmp_path)], instructions.total_for(4096))
+    assert found.clipped and len(found.text) <= 3276
