@@ -109,12 +109,17 @@ class Workspace:
             yield "project", folder
         nested: list[Path] = []
         for folder in self._nested:
-            nested += [f for f in instructions.chain(self.root, folder) if f not in nested]
+            base = next((r for r in self._bases() if folder.is_relative_to(r)), folder)
+            nested += [f for f in instructions.chain(base, folder) if f not in nested]
         for folder in sorted(nested, key=lambda f: len(f.parts)):
             yield "nested", folder
 
+    def _bases(self) -> tuple[Path, ...]:
+        """Where nested files are looked for: the project root, then the other roots."""
+        return (self.root, *self.extra)
+
     def _inside(self, folder: Path) -> bool:
-        return any(folder.is_relative_to(r) for r in (self.root, self.cwd, *self.extra))
+        return any(folder.is_relative_to(r) for r in self._bases())
 
     def _folders_of(self, call: ToolCall) -> Iterator[Path]:
         for key in PATH_ARGUMENTS:

@@ -129,3 +129,13 @@ async def test_a_slow_git_delays_a_later_turn_by_turn_wait_at_most(
     await asyncio.sleep(1.2)
     assert "branch two," in await workspace.prompt_part(None)
     workspace.close()
+
+
+def test_another_root_of_the_session_has_its_files_from_its_top(tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    write(tmp_path / "lib" / "AGENTS.md", "LIB")
+    write(tmp_path / "lib" / "core" / "AGENTS.md", "CORE")
+    write(tmp_path / "lib" / "core" / "a.c", "")
+    workspace = Workspace(tmp_path / "p", (tmp_path / "lib",), None)
+    assert workspace.touched(call(path=str(tmp_path / "lib" / "core" / "a.c")))
+    assert texts(workspace) == ["LIB", "CORE"]
