@@ -11,24 +11,27 @@ from acp_server.context.tokens import Estimator
 from acp_server.doctor import Check, ok
 from acp_server.messages import ToolSpec
 from acp_server.session.text import system_prompt
+from acp_server.settings import FetchSettings
 from acp_server.workspace.instructions import shown_path
 from acp_server.workspace.workspace import Workspace, user_folder
 
 SMALL = 4096  # the window the compact profile is shown for
 
 
-def tool_specs() -> tuple[ToolSpec, ...]:
+def tool_specs(fetch: FetchSettings | None = None) -> tuple[ToolSpec, ...]:
     """The tools a session offers (without MCP servers'), as the model sees them."""
     from acp_server import schemas
     from acp_server.tools.defaults import default_tools
 
     return tuple(
         ToolSpec(t.name, t.description, t.input_schema or schemas.load(f"tools/{t.name}.json"))
-        for t in default_tools()
+        for t in default_tools(fetch)
     )
 
 
-def tools_checks(config_option: str | None, cwd: Path) -> list[Check]:
+def tools_checks(
+    config_option: str | None, cwd: Path, fetch: FetchSettings | None = None
+) -> list[Check]:
     """The instructions found in `cwd`, then the tools and the fixed part they make."""
     workspace = Workspace(cwd, (), user_folder(config_option))
     found = workspace.found()
@@ -44,11 +47,11 @@ def tools_checks(config_option: str | None, cwd: Path) -> list[Check]:
             f"Project instructions for {cwd}: none found (optional: an AGENTS.md in the project, "
             f"or {workspace.user_dir / 'AGENTS.md' if workspace.user_dir else 'none'} for all)"
         )
-    return [instructions, _tools(system_prompt(cwd, ()) + workspace.current(), est)]
+    return [instructions, _tools(system_prompt(cwd, ()) + workspace.current(), est, fetch)]
 
 
-def _tools(system: str, est: Estimator) -> Check:
-    specs = tool_specs()
+def _tools(system: str, est: Estimator, fetch: FetchSettings | None) -> Check:
+    specs = tool_specs(fetch)
     full = choose_profile(SMALL_WINDOW, system, specs, est)
     small = choose_profile(SMALL, system, specs, est)
     left = f", leaving out {', '.join(small.leave_out)}" if small.leave_out else ""

@@ -396,21 +396,12 @@ class Session(ModelChoosing, CommandServing):
         """The turn's system prompt and tools: our prompt, the project's instructions, the
         environment, the MCP note; rebuilt when a tool call brings in a nested instructions
         file (its rules apply from the next request on)."""
-        from acp_server.workspace.watch import Watched
+        from acp_server.workspace.watch import instruct
 
         where = self._where()
         where.fit_to(turn.context.session.window.size if turn.context else None)
         base = system_prompt(self.cwd, self.additional_dirs)
-        tell = self._tell(emit)
-        part = await where.prompt_part(tell)
-        mcp = await self._mcp_turn(emit)
-        turn.system = base + part + mcp
-
-        def rebuild() -> None:
-            turn.system = base + where.current() + mcp
-            where.tell_news(tell)
-
-        turn.tools = Watched(self._toolbox(), where, rebuild)
+        await instruct(turn, self._toolbox(), where, base, self._tell(emit), self._mcp_turn(emit))
 
     async def _mcp_turn(self, emit: Emit) -> str:
         """Wait for MCP servers still connecting, say which failed; a note for the model."""

@@ -46,3 +46,12 @@ def test_the_instructions_found_are_named_with_their_cost(tmp_path: Path, config
 
 def _tokens(line: str) -> int:
     return int(line.split("system prompt ~")[1].split(" tokens")[0].replace(",", ""))
+
+
+def test_the_tools_are_those_a_session_would_offer(tmp_path: Path, config_dir: Path) -> None:
+    from acp_server.settings import FetchSettings
+
+    _, on = tools_checks(None, tmp_path, FetchSettings(enabled=True))
+    _, off = tools_checks(None, tmp_path, FetchSettings(enabled=False))
+    assert "fetch_url" in on.line and "fetch_url" not in off.line
+    assert "command_output" in off.line and "stop_command" in off.line
