@@ -401,7 +401,7 @@ class Session(ModelChoosing, CommandServing):
         where = self._where()
         where.fit_to(turn.context.session.window.size if turn.context else None)
         base = system_prompt(self.cwd, self.additional_dirs)
-        await instruct(turn, self._toolbox(), where, base, self._tell(emit), self._mcp_turn(emit))
+        await instruct(turn, self._toolbox, where, base, self._tell(emit), self._mcp_turn(emit))
 
     async def _mcp_turn(self, emit: Emit) -> str:
         """Wait for MCP servers still connecting, say which failed; a note for the model."""

@@ -17,10 +17,16 @@ if TYPE_CHECKING:
 
 
 async def instruct(
-    turn: Turn, tools: ToolRunner, where: Workspace, base: str, tell: Tell, mcp: Awaitable[str]
+    turn: Turn,
+    tools: Callable[[], ToolRunner],
+    where: Workspace,
+    base: str,
+    tell: Tell,
+    mcp: Awaitable[str],
 ) -> None:
     """Set the turn's system prompt (`base`, the project instructions and the environment, the
-    MCP note) and its tools, watched: a nested instructions file joins from the next request."""
+    MCP note) and its tools, watched: a nested instructions file joins from the next request.
+    The tools are made after the MCP servers were waited for (`mcp`): theirs are among them."""
     part = await where.prompt_part(tell)
     note = await mcp
     turn.system = base + part + note
@@ -29,7 +35,7 @@ async def instruct(
         turn.system = base + where.current() + note
         where.tell_news(tell)
 
-    turn.tools = Watched(tools, where, rebuild)
+    turn.tools = Watched(tools(), where, rebuild)
 
 
 class Watched:
