@@ -123,16 +123,18 @@ async def test_the_first_request_holds_the_environment(
     assert "1 changed file" in block and "?? untracked-notes.md" in block
 
 
-async def test_the_environment_is_refreshed_when_git_changes(
+async def test_the_environment_and_the_instructions_are_refreshed_when_they_change(
     server_factory: Start, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
     reader = await started(server_factory, mock_llm, tmp_path)
     await reader.ask("file1.txt")
     (tmp_path / "repo" / "file1.txt").write_text("word1 changed.\n", "utf-8")
+    (tmp_path / "repo" / "AGENTS.md").write_text("ROOT-RULE-4: use yarn now.\n", "utf-8")
     git(tmp_path / "repo", "checkout", "-q", "-b", "feature")
     await reader.ask("file1.txt")
     system = system_of(turn_requests(mock_llm)[-1])
     assert "branch feature" in system and " M file1.txt" in system, system
+    assert "ROOT-RULE-4: use yarn now." in system and ROOT not in system
 
 
 async def test_an_editor_that_shows_notices_is_told_with_one(
