@@ -57,7 +57,7 @@ class CommandServing:
     plan_shown: bool
     _emitter: Callable[[], tuple[Emit, Callable[[], None]]]
     _toolbox: Callable[[], ToolRunner]
-    _where: Callable[[], Workspace]
+    workspace: Workspace
     commands: CommandTable
     choose: Callable[[str, object], list[dict[str, Any]]]
     describe_choices: Callable[[str], str]
@@ -95,7 +95,7 @@ class CommandServing:
         """`/compact [focus]`: compact now, whatever the fit, and say how it went."""
         emit = self._command_emitter()
         context = await self._turn_context(self._backend, emit)
-        system = system_prompt(self.cwd, self.additional_dirs) + self._where().current()
+        system = system_prompt(self.cwd, self.additional_dirs) + self.workspace.current()
         await self.say(
             await context.compact_now(system, self._toolbox().specs(), self.history, focus)
         )

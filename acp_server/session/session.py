@@ -42,10 +42,10 @@ from acp_server.store.database import SaveFailed, iso
 from acp_server.store.transcript import NullRecorder, Recorder
 from acp_server.tools.jobs import Jobs
 from acp_server.tools.mcp_config import ServerConfig
-from acp_server.workspace.workspace import Workspace, user_folder
+from acp_server.workspace.workspace import Workspace, instruct, user_folder
 
 if TYPE_CHECKING:
-    from acp_server.agent.loop import StopReason, ToolRunner, Turn
+    from acp_server.agent.loop import StopReason, ToolRunner
     from acp_server.agent.spending import Spending
     from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.models.catalogue import ModelEntry
@@ -91,7 +91,7 @@ class Session(ModelChoosing, CommandServing):
         self._tools: ToolRunner | None = None
         self._jobs = Jobs()  # background commands: they outlive turns, not the session
         self._context: SessionContext | None = None  # made at the first turn
-        self._workspace: Workspace | None = None  # instructions and environment (warm-up)
+        self.workspace = Workspace(cwd, additional_dirs, user_folder(settings.config_option))
         self._spending: Spending | None = None  # what the session cost (made with the context)
         self.commands = CommandTable((*BUILTIN, *CHOICE_COMMANDS))
         self._command_emit: Emit | None = None  # while a slash command runs
@@ -222,8 +222,7 @@ class Session(ModelChoosing, CommandServing):
         await self._jobs.close()
         if self._metered is not None:
             self._metered.cancel()
-        if self._workspace is not None:
-            self._workspace.close()
+        self.workspace.close()
         if self.mcp is not None:
             await self.mcp.close()
 
@@ -315,7 +314,7 @@ class Session(ModelChoosing, CommandServing):
             context = self._session_context()
             context.look_up(self._backend)
             await context.settle(wait=True)
-            system = system_prompt(self.cwd, self.additional_dirs)
+            system = system_prompt(self.cwd, self.additional_dirs) + self.workspace.current()
             usage = context.usage(system, self._toolbox().specs(), self.history)
         except Exception:
             log.exception("the usage of loaded session %s could not be shown", self.id)
@@ -327,14 +326,7 @@ class Session(ModelChoosing, CommandServing):
         """Ahead of the first turn (`warmup`): the tools, the context budget, git's status."""
         self._toolbox()
         self._session_context()
-        self._where().start()
-
-    def _where(self) -> Workspace:
-        """The session's instruction files and environment, made after `session/new`."""
-        if self._workspace is None:
-            folder = user_folder(self._settings.config_option)
-            self._workspace = Workspace(self.cwd, self.additional_dirs, folder)
-        return self._workspace
+        self.workspace.start()
 
     def _emitter(self) -> tuple[Emit, Callable[[], None]]:
         """(emit, end): updates shown and recorded until `end` is called."""
@@ -374,10 +366,12 @@ class Session(ModelChoosing, CommandServing):
             record=self._recorder.message,
             max_requests=self._settings.max_turn_requests,
             tell=self._tell(emit),
+            system=system_prompt(self.cwd, self.additional_dirs),
             context=await self._turn_context(backend, emit),
             thought_level=self.choice.level if self.choice else None,
         )
-        await self._instruct(turn, emit)
+        window = self._session_context().window.size  # the instructions take a share at most
+        await instruct(turn, self._toolbox, self.workspace, self._mcp_turn(emit), window)
         try:
             stop = await run_turn(turn)
         except (asyncio.CancelledError, CancelledByUser):
@@ -391,17 +385,6 @@ class Session(ModelChoosing, CommandServing):
         if stop == "refusal":
             self._forget_refused(message)
         return PromptOutcome(stop, turn.failure)
-
-    async def _instruct(self, turn: Turn, emit: Emit) -> None:
-        """The turn's system prompt and tools: our prompt, the project's instructions, the
-        environment, the MCP note; rebuilt when a tool call brings in a nested instructions
-        file (its rules apply from the next request on)."""
-        from acp_server.workspace.watch import instruct
-
-        where = self._where()
-        where.fit_to(turn.context.session.window.size if turn.context else None)
-        base = system_prompt(self.cwd, self.additional_dirs)
-        await instruct(turn, self._toolbox, where, base, self._tell(emit), self._mcp_turn(emit))
 
     async def _mcp_turn(self, emit: Emit) -> str:
         """Wait for MCP servers still connecting, say which failed; a note for the model."""

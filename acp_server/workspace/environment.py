@@ -113,18 +113,16 @@ def describe_git(repo: Path | None, state: GitState | None) -> str:
     )
 
 
-def block(cwd: Path, extra: tuple[Path, ...], repo: Path | None, state: GitState | None) -> str:
-    """The `# Environment` section of the system prompt."""
+def block(repo: Path | None, state: GitState | None) -> str:
+    """The `# Environment` section of the system prompt (the base prompt names the session's
+    folders: they are not repeated here)."""
     lines = [
         "# Environment",
         f"- Today's date: {time.strftime('%Y-%m-%d (%A)')}",
         f"- Operating system: {_os()}",
         f"- Shell: commands run with {SHELL} -c (the user's login shell is "
         f"{os.environ.get('SHELL') or 'not set'})",
-        f"- Working directory: {cwd}",
     ]
-    if extra:
-        lines.append(f"- Other folders of this session: {', '.join(map(str, extra))}")
     lines.append(describe_git(repo, state))
     return "\n".join(lines)
 

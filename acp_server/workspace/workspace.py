@@ -1,10 +1,11 @@
 """The session's workspace: the part of the system prompt that says where the agent works.
 
 `Workspace.start()` (after `session/new` is answered) starts the git probe in the background;
-`await prompt_part(tell)` at each turn gives the project instructions and the environment block,
-re-read when they changed, and tells the user once which instruction files were read (and
-later, each newly read one). `touched(call)` notes the folders a tool call worked in: their
-own instruction files apply from the next request on (`current()` gives the part anew).
+`await prompt_part(tell)` gives the project instructions and the environment block, re-read
+when they changed, and tells the user once which instruction files were read (and later, each
+newly read one). `touched(call)` notes the folders a tool call worked in: their own
+instruction files apply from the next request on (`current()` gives the part anew).
+`instruct` puts it all into a turn: its system prompt, and its tools watched.
 """
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from acp_server.messages import ToolCall
 from acp_server.workspace import environment, instructions
+
+if TYPE_CHECKING:
+    from acp_server.agent.loop import ToolRunner, Turn
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +87,7 @@ class Workspace:
         found = self.found()
         sections = [
             instructions.render(found, self.root),
-            environment.block(self.cwd, self.extra, self.repo, self._git),
+            environment.block(self.repo, self._git),
         ]
         return "".join(f"\n\n{s}" for s in sections if s)
 
@@ -160,3 +165,31 @@ class Workspace:
         note = " (clipped: too long to give in full)" if clipped else ""
         tell(f"Project instructions {again}read: {names}{note}.", "info")
         log.info("instruction files read: %s", names)
+
+
+async def instruct(
+    turn: Turn,
+    tools: Callable[[], ToolRunner],
+    where: Workspace,
+    mcp: Awaitable[str],
+    window: int | None,
+) -> None:
+    """Complete the turn's system prompt (ours, then the project instructions, the environment
+    and the MCP note) and set its tools, watched: a nested instructions file joins from the next
+    request. The tools are made after the MCP servers were waited for (`mcp`): theirs are among
+    them. The instructions take a share of the `window` at most. The user is told with
+    `turn.tell` which files were read."""
+    from acp_server.workspace.watch import Watched  # the tools' modules: at the first turn
+
+    base, tell = turn.system, turn.tell
+    where.fit_to(window)
+    part = await where.prompt_part(tell)
+    note = await mcp
+    turn.system = base + part + note
+
+    def rebuild() -> None:
+        turn.system = base + where.current() + note
+        if tell is not None:
+            where.tell_news(tell)
+
+    turn.tools = Watched(tools(), where, rebuild)

@@ -118,7 +118,7 @@ async def test_the_first_request_holds_the_environment(
     block = system[system.index("# Environment") :]
     assert any(f"Today's date: {day}" in block for day in days), block
     assert f"Operating system: {os.uname().sysname}" in block
-    assert f"Working directory: {tmp_path / 'repo'}" in block
+    assert f"project at {tmp_path / 'repo'}" in system
     assert "branch trunk, no upstream" in block
     assert "1 changed file" in block and "?? untracked-notes.md" in block
 

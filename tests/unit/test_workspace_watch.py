@@ -10,8 +10,7 @@ from acp_server.agent.loop import NoTools, Turn
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.messages import ToolCall
 from acp_server.updates import Update
-from acp_server.workspace.watch import instruct
-from acp_server.workspace.workspace import Workspace
+from acp_server.workspace.workspace import Workspace, instruct
 
 
 async def note() -> str:
@@ -26,10 +25,16 @@ async def test_a_nested_file_joins_the_system_prompt_after_the_call(tmp_path: Pa
     script = tmp_path / "script.json"
     script.write_text(json.dumps([]), encoding="utf-8")
     seen: list[Update] = []
-    turn = Turn(backend=ScriptedBackend(script), history=[], emit=seen.append)
     said: list[str] = []
+    turn = Turn(
+        backend=ScriptedBackend(script),
+        history=[],
+        emit=seen.append,
+        system="BASE",
+        tell=lambda text, severity: said.append(text),
+    )
     workspace = Workspace(tmp_path, (), None)
-    await instruct(turn, NoTools, workspace, "BASE", lambda t, s: said.append(t), note())
+    await instruct(turn, NoTools, workspace, note(), None)
     assert turn.system.startswith("BASE\n\n# Project instructions")
     assert "ROOT" in turn.system and "SUB" not in turn.system
     assert turn.system.endswith("MCP NOTE")
