@@ -7,6 +7,7 @@
 | read     | allow    | allow        | allow| allow  | ask (every mode)       |
 | edit     | ask      | allow        | deny | allow  | ask (deny in plan)     |
 | execute  | ask      | ask          | deny | allow  | ask (deny in plan)     |
+| sandboxed execute | allow | allow  | deny | allow  | ask (deny in plan)     |
 | fetch    | ask      | ask          | ask  | allow  | —                      |
 | think    | allow    | allow        | allow| allow  | —                      |
 
@@ -63,6 +64,10 @@ class Permit:
     preview: list[dict[str, Any]] = field(default_factory=list)  # e.g. a diff
     # Overrides the tool's effect: an edit tool reading the old text first asks as a read.
     effect: Effect | None = None
+    # A command that runs in the session's sandbox (it cannot write outside the roots or
+    # reach the network): in ask and accept-edits mode it needs no question.
+    sandboxed: bool = False
+    reason: str | None = None  # why the model asks to run it outside the sandbox (shown)
     url: str | None = None  # a web page fetched (fetch rules match its host)
 
 
@@ -165,6 +170,8 @@ def decide(
     if outside:
         return Decision("ask", f"{outside[0]} is outside the project")
     if matching or effect == "read":
+        return Decision("allow")
+    if effect == "execute" and permit.sandboxed and mode in ("ask", "accept_edits"):
         return Decision("allow")
     if effect == "edit" and mode in ("accept_edits", "bypass"):
         return Decision("allow")

@@ -40,6 +40,11 @@ _ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 MIN_CONTEXT_WINDOW = 512
 
 
+SANDBOX_ENV = "ACP_SERVER_SANDBOX"
+# The same names as tools.sandbox.LEVELS (this module sits below the tools).
+SANDBOX_LEVELS = ("off", "read-only", "workspace-write", "workspace-net")
+
+
 class SettingsError(ValueError):
     """A setting has a value that cannot be used; the message is for a person."""
 
@@ -74,6 +79,8 @@ class Settings:
     fetch: FetchSettings = field(default_factory=FetchSettings)
     # `--config FILE`: the user's own instructions file (AGENTS.md) is looked for beside it.
     config_option: str | None = None
+    # The sandbox level of commands (tools.sandbox.LEVELS); None: the file's, else the default.
+    sandbox: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, context_window: int | None = None) -> Settings:
@@ -94,11 +101,37 @@ class Settings:
                 "it to use the default."
             )
         fetch = FetchSettings(_switch(environ, FETCH_ENV), _switch(environ, FETCH_PRIVATE_ENV))
-        return cls(context_window=window, reply_reserve=reserve, fetch=fetch)
+        sandbox = _level(environ.get(SANDBOX_ENV, ""), SANDBOX_ENV)
+        return cls(context_window=window, reply_reserve=reserve, fetch=fetch, sandbox=sandbox)
 
-    def with_file(self, fetch: FetchSettings | None) -> Settings:
-        """These settings, with the configuration file's `[fetch]` where they say nothing."""
-        return replace(self, fetch=self.fetch.over(fetch))
+    def with_file(self, fetch: FetchSettings | None, sandbox: str | None = None) -> Settings:
+        """These settings, with the configuration file's `[fetch]` and `sandbox` where they
+        say nothing."""
+        return replace(self, fetch=self.fetch.over(fetch), sandbox=self.sandbox or sandbox)
+
+
+def _level(value: str, name: str) -> str | None:
+    """A sandbox level by name (None when unset); SettingsError naming the choices."""
+    text = value.strip().lower()
+    if not text:
+        return None
+    if text not in SANDBOX_LEVELS:
+        raise SettingsError(
+            f"{name} is {value!r}, which is not a sandbox level; use one of "
+            f"{', '.join(SANDBOX_LEVELS)}."
+        )
+    return text
+
+
+def sandbox_flag(value: str) -> str:
+    """argparse type for `--sandbox LEVEL`."""
+    try:
+        level = _level(value, "--sandbox")
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    if level is None:
+        raise argparse.ArgumentTypeError("--sandbox needs a level")
+    return level
 
 
 def _switch(environ: Mapping[str, str], name: str) -> bool | None:

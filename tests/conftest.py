@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,9 @@ from tests.support.raw import RawServer, console_script
 from tests.support.search_engines import engine  # noqa: F401 - rg and Python, for search tests
 
 TAP = Path(__file__).parent / "support" / "tap.py"
+# Commands run as before the sandbox (each one asks) unless a test chooses a level: the agents
+# the tests start inherit this; the sandbox's own tests set ACP_SERVER_SANDBOX themselves.
+os.environ.setdefault("ACP_SERVER_SANDBOX", "off")
 FIGURES = pytest.StashKey[list[str]]()
 
 

@@ -1,9 +1,9 @@
 """One prompt turn: ask the model, run the tools it asks for, repeat until it is done.
 
 `run_turn` never touches the wire. It gets an `emit` callable for `session/update` payloads, a
-toolbox, the history and a `record` callable; the session owns the connection, the store and
+toolbox and the session's `History`; the session owns the connection, the store and
 cancellation. Every message the turn adds goes through `_add`, which appends it to the history
-and records it (the session writes it to the store). Cancellation arrives as
+(which records it: the session's recorder writes it to the store). Cancellation arrives as
 `CancelledError` at any await; the `finally` blocks leave history consistent (a partial reply is
 kept as what the user saw; every tool call gets exactly one result) and close every started
 tool call with a final status before the turn is answered.
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from acp_server import updates
+from acp_server.agent.history import History
 from acp_server.agent.round import Reply, Tell, stream_round
 from acp_server.agent.turn_text import (
     CANCELLED_RESULT,
@@ -35,6 +36,7 @@ from acp_server.agent.turn_text import (
     SERVER_LIMIT,
 )
 from acp_server.backends import Backend
+from acp_server.context import ToolRoom
 from acp_server.messages import (
     Message,
     ModelRequest,
@@ -48,13 +50,14 @@ from acp_server.tools.base import ToolOutcome
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 Emit = Callable[[updates.Update], None]
-Record = Callable[[Message], None]
 
 
 class ToolRunner(Protocol):
     """The tools offered in a turn. `run` never raises for tool failures: it returns them."""
 
-    def specs(self) -> tuple[ToolSpec, ...]: ...
+    def specs(self, room: ToolRoom | None = None) -> tuple[ToolSpec, ...]:
+        """The tools for the next request (in `room`: as many as its window allows)."""
+        ...
 
     def announce(self, call: ToolCall) -> updates.Update:
         """The `tool_call` update that introduces this call to the editor."""
@@ -66,7 +69,7 @@ class ToolRunner(Protocol):
 class NoTools:
     """No tools at all: every call is answered as an unknown tool."""
 
-    def specs(self) -> tuple[ToolSpec, ...]:
+    def specs(self, room: ToolRoom | None = None) -> tuple[ToolSpec, ...]:
         return ()
 
     def announce(self, call: ToolCall) -> updates.Update:
@@ -74,6 +77,10 @@ class NoTools:
 
     async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
         return ToolOutcome(f"Unknown tool {call.name!r}: no tools are available.", ok=False)
+
+
+# The tools offered in a window (None: no window, every tool but the search).
+ToolsFor = Callable[[ToolRoom | None], Sequence[ToolSpec]]
 
 
 class Context(Protocol):
@@ -84,8 +91,8 @@ class Context(Protocol):
     async def request(
         self,
         system: str,
-        specs: Sequence[ToolSpec],
-        history: list[Message],
+        specs: ToolsFor,
+        history: History,
         *,
         note: str = "",
         thought_level: str | None = None,
@@ -111,14 +118,14 @@ class Unbounded:
     async def request(
         self,
         system: str,
-        specs: Sequence[ToolSpec],
-        history: list[Message],
+        specs: ToolsFor,
+        history: History,
         *,
         note: str = "",
         thought_level: str | None = None,
     ) -> ModelRequest | str:
         return ModelRequest(
-            tuple(history), tuple(specs), system + note, thought_level=thought_level
+            history.messages, tuple(specs(None)), system + note, thought_level=thought_level
         )
 
     async def took(self, reply: Reply, *, retry: bool) -> bool:
@@ -137,16 +144,11 @@ class TurnFailure:
     message: str
 
 
-def unrecorded(message: Message) -> None:
-    """The `record` of a turn whose messages are kept nowhere but in its history."""
-
-
 @dataclass
 class Turn:
     backend: Backend
-    history: list[Message]
+    history: History  # records each message the turn adds
     emit: Emit
-    record: Record = unrecorded  # called with each message the turn adds to `history`
     tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = 50
     tell: Tell | None = None
@@ -209,7 +211,7 @@ async def _request(turn: Turn, note: str = "") -> Reply:
     for attempt in range(2):
         request = await turn.context.request(
             turn.system,
-            turn.tools.specs(),
+            turn.tools.specs,
             turn.history,
             note=note,
             thought_level=turn.thought_level,
@@ -306,6 +308,5 @@ def _answer_unanswered(turn: Turn) -> None:
 
 
 def _add(turn: Turn, message: Message) -> None:
-    """The one place the turn writes history: append the message, and record it."""
+    """The one place the turn writes history (which records the message)."""
     turn.history.append(message)
-    turn.record(message)

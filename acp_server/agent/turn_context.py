@@ -12,7 +12,7 @@ them:
 - `compact`: the stages of `context.compact` with the compaction model of the configuration
   file as the summary model when there is one, else the turn's backend,
   shown as it runs (`compaction_update`s, or a "Compacting conversation" card) and stored (the
-  rebuilt history goes to the recorder as one event);
+  rebuilt history is recorded as one event, by the history itself);
 - `after_overflow`: a context-overflow error teaches the window (the loop compacts and retries
   that request once);
 - `after_round`: the silent-truncation guard (warn once per session, compact before the next
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from acp_server import updates
 from acp_server.agent.compaction_view import Shown
+from acp_server.agent.history import History
 from acp_server.agent.reply_cap import reply_cap
 from acp_server.agent.spending import Spending
 from acp_server.agent.window_lookup import WindowLookup
@@ -39,11 +40,13 @@ from acp_server.context import (
     ContextBudget,
     Fit,
     ToolProfile,
+    ToolRoom,
     Window,
     apply_profile,
     choose_profile,
     clip_result,
     compact,
+    worth_compacting,
 )
 from acp_server.context.tokens import MESSAGE_OVERHEAD
 from acp_server.messages import (
@@ -64,7 +67,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Emit = Callable[[updates.Update], None]
-StoreHistory = Callable[[list[Message]], None]
+ToolsFor = Callable[[ToolRoom | None], Sequence[ToolSpec]]  # the tools offered in a window
 RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep
 TRUNCATION_WARNING = (
     "The model server read only about {kept:,} of the ~{sent:,} tokens it was sent, so it "
@@ -137,6 +140,11 @@ class SessionContext:
         fit = self.budget.fit(system, self.tools(system, specs), history)
         return updates.usage(fit.used, fit.window, self.spending.shown)
 
+    def tool_room(self) -> ToolRoom:
+        """The window the tools of the next request are measured against."""
+        estimator = self.budget.estimator
+        return ToolRoom(self.window.size, lambda specs: estimator.corrected(estimator.tools(specs)))
+
     def tools(self, system: str, specs: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
         """The tools as offered for the current window (the compact profile below ~8K)."""
         # The system prompt's length too: the project's instructions count in the fixed part.
@@ -155,7 +163,6 @@ class TurnContext:
     session: SessionContext
     backend: Backend
     emit: Emit
-    store: StoreHistory  # records a rebuilt history (compaction, /clear)
     compaction_updates: bool = False  # the client shows `compaction_update`s
     price: Price | None = None  # of the turn's model (None: its cost is not known)
     summarizer: tuple[Backend, Price | None] | None = None  # a compaction model, and its price
@@ -174,8 +181,8 @@ class TurnContext:
     async def request(
         self,
         system: str,
-        specs: Sequence[ToolSpec],
-        history: list[Message],
+        specs: ToolsFor,
+        history: History,
         *,
         note: str = "",
         thought_level: str | None = None,
@@ -187,7 +194,7 @@ class TurnContext:
         if problem is not None:
             return problem
         return ModelRequest(
-            messages=tuple(history),
+            messages=history.messages,
             tools=tools,
             system=system + note,
             max_tokens=self.session.reply_limit(self.fit.used if self.fit is not None else None),
@@ -207,43 +214,44 @@ class TurnContext:
         self.after_round(reply.usage, self.budget.estimator.text("".join(reply.text)))
         return False
 
-    async def compact_now(
-        self, system: str, specs: Sequence[ToolSpec], history: list[Message], focus: str
-    ) -> str:
+    async def compact_now(self, system: str, specs: ToolsFor, history: History, focus: str) -> str:
         """`/compact`: compact now, whatever the fit, for the window the server tells; the
         one-line result for a person."""
         await self.session.settle(wait=True)
-        self.begin(system, self.session.tools(system, specs))
+        self.begin(system, self.session.tools(system, specs(self.session.tool_room())))
         return await self.compact(history, focus, manual=True)
 
     async def offer(
-        self, system: str, specs: Sequence[ToolSpec], history: list[Message]
+        self, system: str, specs: ToolsFor, history: Sequence[Message]
     ) -> tuple[ToolSpec, ...]:
         """The tools for the next request, as offered for the window known now. While the
         server is still asked for its window, a history that does not fit the one known so
         far waits for its answer (it may be larger) instead of compacting for nothing."""
         await self.session.settle(wait=False)
-        tools = self.session.tools(system, specs)
+        tools = self.session.tools(system, specs(self.session.tool_room()))
         if self.session.looking and self.budget.fit(system, tools, history).status != "fits":
             await self.session.settle(wait=True)
-            tools = self.session.tools(system, specs)
+            tools = self.session.tools(system, specs(self.session.tool_room()))
         return tools
 
     async def prepare(
-        self, system: str, tools: tuple[ToolSpec, ...], history: list[Message]
+        self, system: str, tools: tuple[ToolSpec, ...], history: History
     ) -> str | None:
         """Fit the next request, compacting first when needed; the problem for a person when
         it cannot fit (the history is then untouched), else None."""
         self.begin(system, tools)
         fit = self.budget.fit(system, tools, history)
-        if fit.status == "compact" or (self.session.compact_due() and fit.status == "fits"):
+        due = fit.status == "compact" or (self.session.compact_due() and fit.status == "fits")
+        if due and worth_compacting(self.budget, system, tools, history):
             await self.compact(history)
             fit = self.budget.fit(system, tools, history)
+        self.session.due = False
         self.fit = fit
         return fit.problem()
 
-    async def compact(self, history: list[Message], focus: str = "", manual: bool = False) -> str:
-        """Compact `history` in place, shown and stored; the one-line result for a person."""
+    async def compact(self, history: History, focus: str = "", manual: bool = False) -> str:
+        """Compact `history` (which records the result), shown; the one-line result for a
+        person."""
         system, tools = self._request
         shown = Shown(self.emit, self.compaction_updates)
         try:
@@ -258,11 +266,14 @@ class TurnContext:
             raise
         self.session.due = False
         if result.stage == "none":
-            text = "Nothing to compact yet: the conversation has no older part to summarize."
+            text = (
+                "Nothing to compact yet: the conversation has no older part to summarize."
+                if manual
+                else "The conversation could not be made smaller; it is sent as it is."
+            )
             shown.ended("completed", text)
             return text
-        history[:] = result.history
-        self.store(list(result.history))
+        history.replace(result.history)
         log.info("context: %s %s", result.describe(), "; ".join(result.problems))
         shown.ended("completed", result.describe(), result.summary)
         self._usage(result.after)

@@ -178,27 +178,35 @@ def from_provider(
         "environ": env,
         "images": images,
     }
-    if provider.dialect == "openai-responses" or _responses(provider, model):
-        from acp_server.backends.responses import ResponsesBackend
-
-        return ResponsesBackend(provider.base_url, model, context_window=window, **common)
-    if provider.dialect == "openai":
-        from acp_server.backends.openai import OpenAIBackend
-
-        if looks_like_ollama(provider.base_url):
-            # Ollama's OpenAI-compatible endpoint ignores the window; its native API takes it.
-            from acp_server.backends.ollama import OllamaBackend
-
-            log.info("%s is an Ollama server: using its native API", provider.base_url)
-            return OllamaBackend(provider.base_url, model, num_ctx=window, **common)
-        return OpenAIBackend(provider.base_url, model, window=window, **common)
     if provider.dialect == "local":
         if window and not env.get(CONTEXT_ENV):  # the file's window, unless the variable says
             env = {**env, CONTEXT_ENV: str(window)}
         return _local(model, env)
-    if provider.dialect == "ollama":
+    return _http_backend(provider, model, window, adaptive_thinking, common)
+
+
+def _http_backend(
+    provider: Provider,
+    model: str,
+    window: int | None,
+    adaptive_thinking: bool,
+    common: dict[str, Any],
+) -> Backend:
+    """The backend of a model server spoken to over HTTP, by the provider's dialect."""
+    if provider.dialect == "openai-responses" or _responses(provider, model):
+        from acp_server.backends.responses import ResponsesBackend
+
+        return ResponsesBackend(provider.base_url, model, context_window=window, **common)
+    if provider.dialect == "openai" and not looks_like_ollama(provider.base_url):
+        from acp_server.backends.openai import OpenAIBackend
+
+        return OpenAIBackend(provider.base_url, model, window=window, **common)
+    if provider.dialect in ("openai", "ollama"):
+        # Ollama's OpenAI-compatible endpoint ignores the window; its native API takes it.
         from acp_server.backends.ollama import OllamaBackend
 
+        if provider.dialect == "openai":
+            log.info("%s is an Ollama server: using its native API", provider.base_url)
         return OllamaBackend(provider.base_url, model, num_ctx=window, **common)
     from acp_server.backends.anthropic import AnthropicBackend
 

@@ -21,6 +21,7 @@ from acp_server.doctor.local import (
     editor_command_check,
     log_check,
     permissions_check,
+    sandbox_check,
     store_check,
 )
 from acp_server.doctor.setup import read_setup
@@ -59,6 +60,7 @@ async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check
         fetch = setup.config.fetch
         if getattr(args, "live", False):
             checks.append(await _live(checks, first_model(catalogue), env))
+        checks.append(sandbox_check(setup.config.sandbox, env))
     checks += _tools(args, env, fetch)
     checks += [store_check(), permissions_check(), _log(args, env), editor_command_check()]
     return checks

@@ -178,6 +178,8 @@ def _on_signal(serving: asyncio.Task[None]) -> None:
 async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> None:
     if getattr(args, "max_turn_requests", None):
         settings.max_turn_requests = args.max_turn_requests
+    if getattr(args, "sandbox", None):
+        settings.sandbox = args.sandbox
     # One backend for every session of the process, made at the first one: a script's rounds
     # run on across sessions (as documented), and a probed local model is probed once.
     agent = AcpAgent(

@@ -66,6 +66,8 @@ class Config:
     compaction_model: str | None = None
     mcp_servers: tuple[ServerConfig, ...] = ()  # [mcp_servers.NAME]
     fetch: FetchSettings = field(default_factory=FetchSettings)  # [fetch]
+    sandbox: str | None = None  # the sandbox level of commands
+    mcp_tool_share: float | None = None  # of the window, for MCP tools (None: the default)
     path: Path | None = None  # the file read (None: no file, built-in defaults)
     stamp: tuple[int, int] | None = field(default=None, compare=False)  # (mtime ns, size)
     # Stored keys by variable name: never printed (repr), never compared.
@@ -319,6 +321,8 @@ def _build(
         compaction_model=data.get("compaction_model"),
         mcp_servers=mcp_servers,
         fetch=FetchSettings(**data.get("fetch", {})),
+        sandbox=data.get("sandbox"),
+        mcp_tool_share=data.get("mcp_tool_share"),
         path=path,
         stamp=stamp,
         keys=keys,

@@ -6,7 +6,10 @@ request (tool rounds included) and answers with a `Fit`:
 
 - "fits": send it;
 - "compact": the request is above the compaction threshold (85 % of the budget, so the summary
-  request itself still fits): compact first;
+  request itself still fits): compact first. When the last compaction could not bring the
+  request under it (the kept state and the newest round alone are that large), the threshold
+  is raised to what that compaction left plus `REGROW` of the room (at most the budget): the
+  same useless compaction is not tried again on every turn;
 - "too_large": the fixed parts alone (system prompt, tool descriptions and the current prompt)
   do not fit; no compaction can help, `problem()` says which part and by how much.
 
@@ -41,6 +44,7 @@ THRESHOLD = 0.85  # compact above this share of the budget
 CACHE_NET = 1.5
 # The most the truncation guard multiplies the raw estimate by (see `after_round`).
 TRUSTED_FACTOR = 1.5
+REGROW = 0.1  # of the room for messages: growth past a compaction that freed too little
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,8 @@ class Fit:
 
     window: int
     budget: int  # window minus the reply reserve
-    threshold: int
+    threshold: int  # compact above this (the trigger, raised after a compaction freed too little)
+    trigger: int  # the share of the budget compaction aims to stay under
     system: int
     tools: int
     prompt: int  # the current prompt: the latest user message
@@ -144,6 +149,7 @@ class ContextBudget:
         self.threshold = threshold
         self.summary_failures = 0  # consecutive failed summaries (reset by a good one)
         self.went_past_pruning = False  # the last compaction needed more than pruning
+        self.floor = 0  # what the last compaction left when it could not get under the trigger
         self._meter = _Meter(self.estimator)
         self._system: tuple[str, int] = ("", 0)
         self._tools: tuple[tuple[ToolSpec, ...], int] = ((), 0)
@@ -163,14 +169,25 @@ class ContextBudget:
         meter, est = self._meter, self.estimator
         prompt = est.message(seq[meter.last_user])[0] if meter.last_user >= 0 else 0
         budget = self.window.budget
+        trigger = int(budget * self.threshold)
+        system_tokens = est.corrected(self._system_tokens(system))
+        tools_tokens = est.corrected(self._tool_tokens(tools)) + est.overhead
+        messages = est.corrected(meter.tokens)
+        if self.floor and system_tokens + tools_tokens + messages <= trigger:
+            self.floor = 0  # the conversation got smaller (/clear, a new model): start afresh
+        threshold = trigger
+        if self.floor:
+            regrow = int(max(budget - system_tokens - tools_tokens, 0) * REGROW)
+            threshold = min(max(trigger, self.floor + regrow), budget)
         return Fit(
             window=self.window.size,
             budget=budget,
-            threshold=int(budget * self.threshold),
-            system=est.corrected(self._system_tokens(system)),
-            tools=est.corrected(self._tool_tokens(tools)) + est.overhead,
+            threshold=threshold,
+            trigger=trigger,
+            system=system_tokens,
+            tools=tools_tokens,
             prompt=est.corrected(prompt),
-            history=est.corrected(meter.tokens),
+            history=messages,
             raw_text=self._system[1] + self._tools[1] + meter.tokens - meter.images,
             source=self.window.source,
         )

@@ -148,6 +148,16 @@ class ModelSource:
         """The configuration file's `[fetch]` table."""
         return self._config.fetch if self._config is not None else None
 
+    @property
+    def sandbox(self) -> str | None:
+        """The configuration file's `sandbox` level."""
+        return self._config.sandbox if self._config is not None else None
+
+    @property
+    def mcp_tool_share(self) -> float | None:
+        """The file's `mcp_tool_share` (None: the default share)."""
+        return self._config.mcp_tool_share if self._config is not None else None
+
     def _load(self) -> None:
         try:
             config = load_config(self._file, self._env, must_exist=self._must_exist)

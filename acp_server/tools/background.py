@@ -99,10 +99,11 @@ class LocalJob(Job):
         self._watch_fd = -1
         self._ended: asyncio.Task[None] | None = None
 
-    async def begin(self, cwd: Path, env: dict[str, str]) -> None:
-        """Start the command and its watchdog (OSError if it cannot start)."""
+    async def begin(self, cwd: Path, env: dict[str, str], argv: list[str] | None = None) -> None:
+        """Start the command (`argv`: the command line as it is to run, e.g. in the sandbox)
+        and its watchdog (OSError if it cannot start)."""
         self._proc, self._transport = await spawn(
-            [SHELL, "-c", self.command], cwd, env, self._buffer
+            argv or [SHELL, "-c", self.command], cwd, env, self._buffer
         )
         _groups.add(self._proc.pid)
         self._watchdog, self._watch_fd = await _start_watchdog(self._proc.pid)

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -171,20 +171,19 @@ async def instruct(
     turn: Turn,
     tools: Callable[[], ToolRunner],
     where: Workspace,
-    mcp: Awaitable[str],
+    note: str,
     window: int | None,
 ) -> None:
     """Complete the turn's system prompt (ours, then the project instructions, the environment
     and the MCP note) and set its tools, watched: a nested instructions file joins from the next
-    request. The tools are made after the MCP servers were waited for (`mcp`): theirs are among
-    them. The instructions take a share of the `window` at most. The user is told with
+    request. `note` is the MCP servers' (they were waited for: their tools are among `tools`).
+    The instructions take a share of the `window` at most. The user is told with
     `turn.tell` which files were read."""
     from acp_server.workspace.watch import Watched  # the tools' modules: at the first turn
 
     base, tell = turn.system, turn.tell
     where.fit_to(window)
     part = await where.prompt_part(tell)
-    note = await mcp
     turn.system = base + part + note
 
     def rebuild() -> None:
@@ -192,4 +191,4 @@ async def instruct(
         if tell is not None:
             where.tell_news(tell)
 
-    turn.tools = Watched(tools(), where, rebuild)
+    turn.tools = Watched(tools(), where.touched, rebuild)

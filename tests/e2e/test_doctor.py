@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -286,7 +287,7 @@ async def test_the_configuration_files_mcp_servers_get_a_line_each(
         code, lines, err = await doctor(openai_env(clean_env, mock), "--config", str(config))
     assert code == 1, "\n".join(lines)
     docs = line(lines, f"✔ MCP server docs (stdio: {sys.executable} {MCP_SERVER})")
-    assert "connected in" in docs and docs.endswith(", 6 tools")
+    assert "connected in" in docs and re.search(r", 6 tools, ~\d+ tokens$", docs), docs
     assert line(lines, "✘ MCP server gone (stdio: /nonexistent/docs-mcp --stdio): not available")
     said = advice(lines, "✘ MCP server gone")
     assert "'/nonexistent/docs-mcp' could not be started" in said, said
@@ -315,3 +316,15 @@ async def test_no_mcp_servers_no_mcp_line_and_no_mcp_import(
     imported = [row.rsplit("|", 1)[-1].strip() for row in err.decode().splitlines()]
     assert "acp_server.doctor.setup" in imported  # -X importtime did list the imports
     assert not [name for name in imported if name == "mcp" or name.startswith("mcp.")]
+
+
+async def test_the_sandbox_in_force_is_said_and_why(clean_env: dict[str, str]) -> None:
+    env = {**clean_env, "ACP_SERVER_SANDBOX": "workspace-write"}
+    _, lines, _ = await doctor({**env, "ACP_SERVER_SANDBOX_WITH": "landlock"})
+    assert line(lines, "✔ Sandbox workspace-write, kept by landlock"), lines
+    assert "(from ACP_SERVER_SANDBOX)" in next(x for x in lines if "Sandbox" in x)
+    _, lines, _ = await doctor({**env, "ACP_SERVER_SANDBOX_WITH": "none"})
+    assert line(lines, "! Sandbox workspace-write cannot be kept on this machine"), lines
+    assert "bubblewrap" in advice(lines, "! Sandbox")
+    _, lines, _ = await doctor({**clean_env, "ACP_SERVER_SANDBOX": "off"})
+    assert line(lines, "✔ Sandbox off"), lines

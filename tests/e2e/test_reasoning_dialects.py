@@ -37,17 +37,21 @@ TURNS = 30
 
 
 async def thirty_turns(reader: ReaderSession, names: list[str]) -> None:
+    """Thirty turns, then more until a summary was asked for: in 16K most compactions only
+    prune, and how many turns until a summary depends on the sizes (the working directory is
+    in the system prompt)."""
     for n in range(TURNS):
         turn = await reader.ask(names[n % len(names)])
         assert turn.stop == "end_turn", (n, turn.text)
         assert f"The file begins with word{n % len(names)}." in turn.text, (n, turn.text)
+    await reader.read_until(names, lambda: bool(summary_requests(reader.mock)), limit=60)
 
 
 def check_session(reader: ReaderSession, mock: MockLLM) -> None:
     """No refusal, summaries that succeeded, and the reported window on every meter update."""
     assert mock.invalid == []
     summaries = summary_requests(mock)
-    assert summaries, "30 turns of 6 KB reads in 16K must have been compacted"
+    assert summaries, "no summary was asked for"
     finals = [c for t in reader.turns for c in compactions(t.seen)]
     assert finals and all(c.get("status") == "completed" for c in finals)
     assert not any("older messages removed" in str(c) for c in finals)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from acp_server.agent.history import History
 from acp_server.agent.loop import StopReason, Turn, run_turn
 from acp_server.agent.turn_text import CANCELLED_RESULT, LIMIT_RESULT
 from acp_server.backends.scripted import ScriptedBackend
@@ -110,7 +111,7 @@ def rig(tmp_path: Path) -> Callable[..., Rig]:
         )
         turn = Turn(
             backend=backend,
-            history=[text_message("user", "Please help.")],
+            history=History([text_message("user", "Please help.")]),
             emit=seen.append,
             tools=toolbox,
             max_requests=max_requests,

@@ -195,7 +195,7 @@ def test_an_overflow_with_only_the_prompt_count_lowers_below_it() -> None:
 
 
 def test_fit_is_a_value() -> None:
-    fit = Fit(8192, 6144, 5222, 100, 200, 50, 1000, 1300)
+    fit = Fit(8192, 6144, 5222, 5222, 100, 200, 50, 1000, 1300)
     assert (fit.used, fit.fixed, fit.room) == (1300, 350, 4844)
 
 
@@ -262,3 +262,24 @@ def test_an_overshooting_factor_does_not_make_honest_counts_look_cut() -> None:
         budget.estimator.factor = 1.95
         assert budget.after_round(fit, int(fit.raw_text * 1.15)) is None
     assert budget.window.size == 16384
+
+
+def test_after_a_compaction_that_freed_too_little_the_threshold_waits_for_growth() -> None:
+    budget = ContextBudget(Window(configured=8192))
+    hist = history(23)
+    plain = budget.fit("system", TOOLS, hist)
+    assert plain.threshold < plain.used <= plain.budget
+    budget.floor = plain.used  # a compaction could not get below this
+    raised = budget.fit("system", TOOLS, hist)
+    regrow = (raised.budget - raised.system - raised.tools) // 10
+    assert raised.threshold == max(plain.threshold, plain.used + regrow)
+    assert raised.trigger == plain.threshold  # what compaction aims under is unchanged
+    budget.floor = raised.budget
+    assert budget.fit("system", TOOLS, hist).threshold == raised.budget  # never past the budget
+
+
+def test_the_raised_threshold_is_forgotten_once_the_conversation_is_small_again() -> None:
+    budget = ContextBudget(Window(configured=8192))
+    budget.floor = budget.fit("system", TOOLS, history(12)).used
+    assert budget.fit("system", TOOLS, history(1)).threshold == int(6144 * 0.85)  # /clear
+    assert budget.floor == 0

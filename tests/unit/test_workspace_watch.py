@@ -6,15 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from acp_server.agent.history import History
 from acp_server.agent.loop import NoTools, Turn
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.messages import ToolCall
 from acp_server.updates import Update
 from acp_server.workspace.workspace import Workspace, instruct
-
-
-async def note() -> str:
-    return "\n\nMCP NOTE"
 
 
 async def test_a_nested_file_joins_the_system_prompt_after_the_call(tmp_path: Path) -> None:
@@ -28,13 +25,13 @@ async def test_a_nested_file_joins_the_system_prompt_after_the_call(tmp_path: Pa
     said: list[str] = []
     turn = Turn(
         backend=ScriptedBackend(script),
-        history=[],
+        history=History(),
         emit=seen.append,
         system="BASE",
         tell=lambda text, severity: said.append(text),
     )
     workspace = Workspace(tmp_path, (), None)
-    await instruct(turn, NoTools, workspace, note(), None)
+    await instruct(turn, NoTools, workspace, "\n\nMCP NOTE", None)
     assert turn.system.startswith("BASE\n\n# Project instructions")
     assert "ROOT" in turn.system and "SUB" not in turn.system
     assert turn.system.endswith("MCP NOTE")
