@@ -77,6 +77,8 @@ class Settings:
     context_window: int | None = None  # configured; the smallest known value wins
     reply_reserve: int | None = None  # tokens kept for the reply; None: relative to the window
     fetch: FetchSettings = field(default_factory=FetchSettings)
+    # `--config FILE`: the user's own instructions file (AGENTS.md) is looked for beside it.
+    config_option: str | None = None
     # The sandbox level of commands (tools.sandbox.LEVELS); None: the file's, else the default.
     sandbox: str | None = None
 

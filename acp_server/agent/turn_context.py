@@ -95,7 +95,7 @@ class SessionContext:
         self.warned = False  # the truncation warning is given once per session
         self.due = False  # compact before the next request (the truncation guard fired)
         self._due_at = 0  # the window it was due for
-        self._profile: tuple[tuple[int, tuple[str, ...]], ToolProfile] | None = None
+        self._profile: tuple[tuple[int, tuple[str, ...], int], ToolProfile] | None = None
         self._lookup = WindowLookup(self.window)  # the window the server reports
 
     def compact_next(self) -> None:
@@ -147,7 +147,8 @@ class SessionContext:
 
     def tools(self, system: str, specs: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
         """The tools as offered for the current window (the compact profile below ~8K)."""
-        key = (self.window.size, tuple(s.name for s in specs))
+        # The system prompt's length too: the project's instructions count in the fixed part.
+        key = (self.window.size, tuple(s.name for s in specs), len(system))
         if self._profile is None or self._profile[0] != key:
             profile = choose_profile(key[0], system, specs, self.budget.estimator)
             log.debug("context: window %s tokens, %s", f"{key[0]:,}", profile.describe())

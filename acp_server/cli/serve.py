@@ -101,6 +101,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         window = getattr(args, "context_window", None)
         settings = Settings.from_env(os.environ, context_window=window)
+        settings.config_option = getattr(args, "config", None)
         plan = log_plan(args, os.environ)
     except (SettingsError, LogSetupError) as exc:
         print(f"acp-server: {exc}", file=sys.stderr)

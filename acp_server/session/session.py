@@ -46,6 +46,7 @@ from acp_server.store.database import SaveFailed, iso
 from acp_server.store.transcript import NullRecorder, Recorder
 from acp_server.tools.jobs import Jobs
 from acp_server.tools.mcp_config import ServerConfig
+from acp_server.workspace.workspace import Workspace, instruct, user_folder
 
 if TYPE_CHECKING:
     from acp_server.models.catalogue import Catalogue
@@ -93,6 +94,7 @@ class Session:
         self._permissions = permissions
         self._settings = settings
         self._send_update = send_update
+        self.workspace = Workspace(cwd, additional_dirs, user_folder(settings.config_option))
         # Between turns: a notice, or nothing when the editor shows none.
         self._voice = Voice(self._send, editor.can_notice, in_turn=False)
         notify = self.tell if editor.can_notice else None
@@ -254,6 +256,7 @@ class Session:
         self.cancel()
         await self._jobs.close()
         self._parts.close()
+        self.workspace.close()
         if self.mcp is not None:
             await self.mcp.close()
 
@@ -288,9 +291,10 @@ class Session:
     # ----- turns ---------------------------------------------------------------------------
 
     def warm(self) -> None:
-        """Ahead of the first turn (`warmup`): the tools and the context budget."""
+        """Ahead of the first turn (`warmup`): the tools, the context budget, git's status."""
         self._parts.tools()
         self._parts.budget(self._model)
+        self.workspace.start()
 
     def show_usage(self) -> None:
         """After `session/load`: the meter for the loaded conversation (`TurnParts`)."""
@@ -308,17 +312,19 @@ class Session:
         emit, end = self._emitter()
         voice = Voice(emit, self._editor.can_notice)
         backend = self.backend  # kept for the whole turn, whatever set_backend does meanwhile
+        note = await self._mcp_turn(voice)  # before the turn's context and tools, as before
         turn = Turn(
             backend=backend,
             history=self.history,
             emit=emit,
             max_requests=self._settings.max_turn_requests,
             tell=voice.tell,
-            system=self._parts.system + await self._mcp_turn(voice),
+            system=self._parts.system,
             context=await self._parts.turn_context(self._model, backend, emit),
             thought_level=self._model.level,
         )
-        turn.tools = self._parts.tools()
+        window = self._parts.budget(self._model).window.size  # instructions: a share at most
+        await instruct(turn, self._parts.tools, self.workspace, note, window)
         self._parts.say_sandbox(voice.tell)
         try:
             stop = await run_turn(turn)
@@ -353,7 +359,8 @@ class Session:
         """`/compact`: compact now, whatever the fit; the one-line result for a person."""
         context = await self._parts.turn_context(self._model, self.backend, emit)
         specs = self._parts.tools().specs
-        return await context.compact_now(self._parts.system, specs, self.history, focus)
+        system = self._parts.system + self.workspace.current()
+        return await context.compact_now(system, specs, self.history, focus)
 
     def clear(self, emit: Emit) -> None:
         """`/clear`: an empty model context; the stored transcript keeps the conversation."""

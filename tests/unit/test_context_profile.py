@@ -108,3 +108,29 @@ def test_first_sentence_is_not_fooled_by_abbreviations() -> None:
 def test_describe_is_for_the_log_and_the_meter() -> None:
     line = choose_profile(4096, real_system(), real_tools(), Estimator()).describe()
     assert "compact profile" in line and "left out" in line and "fixed part" in line
+
+
+def extra_tool(name: str) -> ToolSpec:
+    text = "A tool added later. It does many things, described at length. " * 20
+    return ToolSpec(name, text, {"type": "object", "properties": {"x": {"type": "string"}}})
+
+
+def test_the_instructions_count_in_the_fixed_part() -> None:
+    est = Estimator()
+    tools = real_tools()
+    plain = choose_profile(8000, real_system(), tools, est)
+    instructed = choose_profile(8000, real_system() + "\n\nUse pnpm. " * 300, tools, est)
+    assert instructed.full_tokens > plain.full_tokens + 500  # the instructions are measured
+    assert len(instructed.leave_out) > len(plain.leave_out)
+    assert set(instructed.leave_out).isdisjoint(CORE)
+
+
+def test_the_session_chooses_again_when_the_system_prompt_grows() -> None:
+    from acp_server.agent.turn_context import SessionContext
+    from acp_server.settings import Settings
+
+    session = SessionContext.made(Settings(context_window=8000), None)
+    tools = real_tools()
+    plain = session.tools(real_system(), tools)
+    instructed = session.tools(real_system() + "\n\nUse pnpm. " * 300, tools)
+    assert len(instructed) < len(plain)
