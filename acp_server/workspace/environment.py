@@ -13,6 +13,7 @@ A folder without `.git` above it costs no process at all.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -77,7 +78,8 @@ async def git_state(cwd: Path, timeout: float = GIT_TIMEOUT) -> GitState:
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):  # it may have ended meanwhile
+            proc.kill()
         await proc.wait()
         return GitState(problem=f"git status took longer than {timeout:g} s")
     if proc.returncode != 0:
