@@ -55,8 +55,11 @@ def _tools(system: str, est: Estimator, fetch: FetchSettings | None) -> Check:
     full = choose_profile(SMALL_WINDOW, system, specs, est)
     small = choose_profile(SMALL, system, specs, est)
     left = f", leaving out {', '.join(small.leave_out)}" if small.leave_out else ""
+    at_small = "also gets it" if full.compact else "gets the full one"
     return ok(
         f"Tools: {len(specs)} offered ({', '.join(s.name for s in specs)}); with the system "
-        f"prompt ~{full.fixed_tokens:,} tokens per request. A window under {SMALL_WINDOW:,} "
-        f"gets the compact profile: ~{small.fixed_tokens:,} tokens at {SMALL:,}{left}"
+        f"prompt ~{full.full_tokens:,} tokens per request. A window under {SMALL_WINDOW:,} "
+        f"gets the compact profile: ~{small.fixed_tokens:,} tokens at {SMALL:,}{left}; "
+        f"{SMALL_WINDOW:,} {at_small}, the full one taking {'over' if full.compact else 'at most'} "
+        "a quarter of it"
     )
