@@ -51,6 +51,7 @@ from acp_server.workspace.workspace import Workspace, instruct, user_folder
 if TYPE_CHECKING:
     from acp_server.models.catalogue import Catalogue
     from acp_server.session.choice import ModelChoice
+    from acp_server.session.client_prompt import ClientPrompt
 
 __all__ = ["PromptOutcome", "Session"]  # PromptOutcome: from queue
 
@@ -79,6 +80,7 @@ class Session:
         history: Iterable[Message] = (),
         title: str | None = None,
         choice: ModelChoice | None = None,
+        client_prompt: ClientPrompt | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -106,6 +108,7 @@ class Session:
             settings=settings,
             mcp=self.mcp,
             jobs=self._jobs,
+            client_prompt=client_prompt,
         )
         self.plan_shown = False  # a plan was shown and not removed since (/clear removes it)
 
@@ -324,6 +327,8 @@ class Session:
             thought_level=self._model.level,
         )
         window = self._parts.budget(self._model).window.size  # instructions: a share at most
+        # The client's appended prompt goes last, after the instructions and the MCP note.
+        note += self._parts.appendix
         await instruct(turn, self._parts.tools, self.workspace, note, window)
         self._parts.say_sandbox(voice.tell)
         try:
@@ -359,7 +364,7 @@ class Session:
         """`/compact`: compact now, whatever the fit; the one-line result for a person."""
         context = await self._parts.turn_context(self._model, self.backend, emit)
         specs = self._parts.tools().specs
-        system = self._parts.system + self.workspace.current()
+        system = self._parts.system + self.workspace.current() + self._parts.appendix
         return await context.compact_now(system, specs, self.history, focus)
 
     def clear(self, emit: Emit) -> None:

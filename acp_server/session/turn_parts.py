@@ -18,6 +18,7 @@ from acp_server.agent.history import History
 from acp_server.backends import Backend
 from acp_server.editor_api import EditorApi
 from acp_server.permissions import Permissions
+from acp_server.session.client_prompt import ClientPrompt
 from acp_server.session.mcp import McpServers
 from acp_server.session.model import SessionModel
 from acp_server.session.text import system_prompt
@@ -46,8 +47,10 @@ class TurnParts:
         settings: Settings,
         mcp: McpServers | None,
         jobs: Jobs,
+        client_prompt: ClientPrompt | None = None,
     ) -> None:
         self._roots = roots  # the first is the working directory
+        self.client_prompt = client_prompt  # the editor's system prompt (client_prompt.py)
         self._editor = editor
         self._permissions = permissions
         self._settings = settings
@@ -62,7 +65,15 @@ class TurnParts:
 
     @property
     def system(self) -> str:
-        return system_prompt(self._roots[0], self._roots[1:])
+        """Our prompt, or the client's override (our rules kept); the project instructions,
+        the environment and the MCP note follow it, then `appendix`."""
+        client = self.client_prompt
+        return system_prompt(self._roots[0], self._roots[1:], client.override if client else None)
+
+    @property
+    def appendix(self) -> str:
+        """The client's appended prompt: the system prompt's last part."""
+        return self.client_prompt.appendix if self.client_prompt else ""
 
     def tools(self) -> ToolRunner:
         """The session's tools, made at the first turn."""
@@ -142,7 +153,9 @@ class TurnParts:
             context = self.budget(model)
             context.look_up(model.backend)
             await context.settle(wait=True)
-            usage = context.usage(self.system, self.tools().specs(context.tool_room()), history)
+            usage = context.usage(
+                self.system + self.appendix, self.tools().specs(context.tool_room()), history
+            )
         except Exception:
             log.exception("the usage of a loaded session could not be shown")
             return
