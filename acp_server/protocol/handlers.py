@@ -269,9 +269,7 @@ class AcpAgent:
 
     def cancel(self, params: Params) -> None:
         check("session/cancel", "acp/session_cancel.json", params)
-        session = self.sessions.find(params["sessionId"])
-        if session is not None:
-            session.cancel()
+        self.sessions.cancel(params["sessionId"])
 
     # ----- the connection --------------------------------------------------------------------
 

@@ -160,7 +160,7 @@ class SessionFactory:
         from acp_server.permissions import Permissions, RuleStore
         from acp_server.session.session import Session
 
-        return Session(
+        session = Session(
             session_id,
             cwd=cwd,
             additional_dirs=extra,
@@ -180,6 +180,8 @@ class SessionFactory:
             choice=choice,
             client_prompt=prompt,
         )
+        session.subagents.lend_editors(self._editors)  # a child's requests carry its id
+        return session
 
     def recorder(self, session_id: str) -> Recorder | NullRecorder:
         from acp_server.store.transcript import NullRecorder, Recorder

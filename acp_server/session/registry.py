@@ -82,6 +82,16 @@ class Sessions:
     def find(self, session_id: str) -> Session | None:
         return self._settled().get(session_id)
 
+    def cancel(self, session_id: str) -> None:
+        """session/cancel: the session's turn, or only a subagent's work."""
+        live = self._settled()
+        if session_id in live:
+            live[session_id].cancel()
+            return
+        for parent in live.values():  # a subagent's id is no live session's
+            if parent.subagents.cancel(session_id):
+                return
+
     def get(self, session_id: str) -> Session:
         session = self._settled().get(session_id)
         if session is None:

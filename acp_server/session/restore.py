@@ -67,8 +67,8 @@ async def restore(
     )
     if replay:
         for update in restored.replay:
-            for shown in session.replayed(update):
-                factory.send_update(row.id, shown)
+            for target, shown in session.replayed(update):  # a subagent's under its own id
+                factory.send_update(target, shown)
         if row.title:
             title = {"title": row.title, "updatedAt": row.updated_iso}
             factory.send_update(row.id, {"sessionUpdate": "session_info_update", **title})

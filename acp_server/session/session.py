@@ -38,6 +38,7 @@ from acp_server.session.commands import CommandRun
 from acp_server.session.mcp import McpServers
 from acp_server.session.model import SessionModel
 from acp_server.session.queue import PromptOutcome, PromptQueue
+from acp_server.session.subagents import Parent, Subagents
 from acp_server.session.text import INTERNAL_FAILURE, NOT_SAVED, title_for
 from acp_server.session.turn_parts import TurnParts
 from acp_server.session.voice import Emit, Voice, live
@@ -110,6 +111,8 @@ class Session:
             jobs=self._jobs,
             client_prompt=client_prompt,
         )
+        lent = Parent(session_id, self.roots, settings, permissions, editor, send_update, recorder)
+        self.subagents = self._parts.offer(Subagents(lent, self._subagent_model, self._parts.tools))
         self.plan_shown = False  # a plan was shown and not removed since (/clear removes it)
 
     def _send(self, update: updates.Update) -> None:  # to this session's editor
@@ -154,6 +157,11 @@ class Session:
         if stored is not None:
             self._recorder.choice(stored)
         self._send(options.options_update(self.mode, self._model.options()))
+
+    def _subagent_model(self) -> Backend:
+        """The configuration file's `subagent_model` when usable, else the session's model."""
+        found = self.choice.subagent() if self.choice is not None else None
+        return found[0] if found is not None else self.backend
 
     # ----- options -------------------------------------------------------------------------
 
@@ -213,15 +221,19 @@ class Session:
             return updates.plan_view(update, self._editor.can_plan)
         return update
 
-    def replayed(self, update: updates.Update) -> list[updates.Update]:
-        """A stored update as this session's editor is shown it on load: a plan in the form
-        it takes, a compaction as a card when the editor does not show compactions."""
+    def replayed(self, update: updates.Update) -> list[tuple[str, updates.Update]]:
+        """A stored update as this session's editor is shown it on load, with the session it
+        goes to: a plan in the form it takes, a compaction as a card when the editor does not
+        show compactions, a subagent's work as the editor takes it (subagent_view)."""
+        children = self.subagents.replayed(update)
+        if children is not None:
+            return children
         update = self._shown(update)
         if update.get("sessionUpdate") != "compaction_update" or self._editor.can_show_compaction:
-            return [update]
+            return [(self.id, update)]
         from acp_server.agent.compaction_view import as_card
 
-        return as_card(update)
+        return [(self.id, card) for card in as_card(update)]
 
     @property
     def roots(self) -> tuple[Path, ...]:
@@ -257,6 +269,7 @@ class Session:
     async def close(self) -> None:
         """The session goes: its turn is cancelled, its background commands and MCP servers end."""
         self.cancel()
+        self.subagents.close()
         await self._jobs.close()
         self._parts.close()
         self.workspace.close()

@@ -30,6 +30,13 @@ def system_prompt(cwd: Path, extra: tuple[Path, ...], override: str | None = Non
     return filled if override is None else override + "\n\n" + filled
 
 
+def subagent_prompt(cwd: Path, extra: tuple[Path, ...]) -> str:
+    """The system prompt of a subagent (`subagents`): its job comes from the parent."""
+    roots = f" (and also {', '.join(map(str, extra))})" if extra else ""
+    text = _template("subagent.md") + "\n" + _template("rules.md")
+    return text.format(cwd=cwd, extra_roots=roots)
+
+
 def title_for(message: Message) -> str:
     """A short, deterministic title: the first line of the first prompt, cut on a word."""
     text = " ".join(message.text.split())

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from acp_server.agent.history import History
 from acp_server.backends import Backend
@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from acp_server.agent.spending import Spending
     from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.tools.sandbox import Sandbox
+    from acp_server.tools.task import Delegate
 
+D = TypeVar("D", bound="Delegate")
 log = logging.getLogger(__name__)
 
 
@@ -51,6 +53,7 @@ class TurnParts:
     ) -> None:
         self._roots = roots  # the first is the working directory
         self.client_prompt = client_prompt  # the editor's system prompt (client_prompt.py)
+        self.delegate: Delegate | None = None  # runs the task tool's jobs (subagents.py)
         self._editor = editor
         self._permissions = permissions
         self._settings = settings
@@ -75,19 +78,31 @@ class TurnParts:
         """The client's appended prompt: the system prompt's last part."""
         return self.client_prompt.appendix if self.client_prompt else ""
 
+    def offer(self, delegate: D) -> D:
+        """Offer the `task` tool, its jobs run by `delegate` (the session's `Subagents`)."""
+        self.delegate = delegate
+        return delegate
+
     def tools(self) -> ToolRunner:
         """The session's tools, made at the first turn."""
         if self._tools is None or self._mcp is not None:  # MCP tools: as they are now
             # Imported at the first turn: `session/new` does not need the tools (~20 ms).
             from acp_server.tools.defaults import default_tools
             from acp_server.tools.sandbox import DEFAULT_LEVEL, Sandbox, parse_level
+            from acp_server.tools.task import task_tool
             from acp_server.tools.toolbox import Toolbox
 
             if self._sandbox is None:
                 level = parse_level(self._settings.sandbox or DEFAULT_LEVEL, "sandbox")
                 self._sandbox = Sandbox(level, self._roots)
+            tools = [
+                *default_tools(self._settings.fetch),
+                *(self._mcp.tools() if self._mcp else ()),
+            ]
+            if self.delegate is not None:
+                tools.append(task_tool(self.delegate))
             self._tools = Toolbox(
-                [*default_tools(self._settings.fetch), *(self._mcp.tools() if self._mcp else ())],
+                tools,
                 cwd=self._roots[0],
                 roots=self._roots,
                 client=self._editor,
