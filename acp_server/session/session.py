@@ -98,8 +98,7 @@ class Session:
         self._settings = settings
         self._send_update = send_update
         self.workspace = Workspace(cwd, additional_dirs, user_folder(settings.config_option))
-        # Between turns: a notice, or nothing when the editor shows none.
-        self._voice = Voice(self._send, editor.can_notice, in_turn=False)
+        self._voice = Voice(self._send, editor.can_notice, in_turn=False)  # between turns
         notify = self.tell if editor.can_notice else None
         self.mcp = McpServers.start(mcp_servers, cwd, notify, mcp_tool_share)
         self._parts = TurnParts(
