@@ -73,6 +73,11 @@ class EditorApi(Protocol):
         capability) instead of the legacy `plan` update."""
         ...
 
+    @property
+    def can_subagents(self) -> bool:
+        """The client shows subagents as sessions of their own (`subagents` capability)."""
+        ...
+
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
@@ -113,6 +118,7 @@ class NoEditor:
     can_notice = False
     can_show_compaction = False
     can_plan = False
+    can_subagents = False
 
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]

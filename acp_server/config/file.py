@@ -64,6 +64,7 @@ class Config:
     default_model: str | None = None
     default_mode: str | None = None
     compaction_model: str | None = None
+    subagent_model: str | None = None  # the model of the task tool's subagents
     mcp_servers: tuple[ServerConfig, ...] = ()  # [mcp_servers.NAME]
     fetch: FetchSettings = field(default_factory=FetchSettings)  # [fetch]
     sandbox: str | None = None  # the sandbox level of commands
@@ -243,7 +244,7 @@ def _meaning_problems(
                 f"{_where(lines, ('mcp_servers', name))}: an MCP server needs either `command` "
                 "(the program that runs it) or `url` (where it listens); give exactly one"
             )
-    for key in ("default_model", "compaction_model"):
+    for key in ("default_model", "compaction_model", "subagent_model"):
         provider = str(data.get(key, "")).split(":", 1)[0]
         if key in data and provider not in known:
             problems.append(f"{_where(lines, (key,))}: {_no_provider(provider, known)}")
@@ -319,6 +320,7 @@ def _build(
         default_model=data.get("default_model"),
         default_mode=data.get("default_mode"),
         compaction_model=data.get("compaction_model"),
+        subagent_model=data.get("subagent_model"),
         mcp_servers=mcp_servers,
         fetch=FetchSettings(**data.get("fetch", {})),
         sandbox=data.get("sandbox"),

@@ -21,7 +21,7 @@ def render_effective(config: Config, env: Mapping[str, str] | None = None) -> st
     env = os.environ if env is None else env
     where = f"{config.path}" if config.stamp is not None else "none (built-in defaults)"
     out = [f"# The configuration in effect. File: {where}"]
-    for key in ("default_model", "default_mode", "compaction_model"):
+    for key in ("default_model", "default_mode", "compaction_model", "subagent_model"):
         value = getattr(config, key)
         out.append(f"{key} = {_toml(value)}" if value else f"# {key}: not set")
     for provider in config.providers:

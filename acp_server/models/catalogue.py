@@ -131,6 +131,7 @@ class Catalogue:
     default: str | None  # a value id; None: no model chosen (probe local servers)
     providers: Mapping[str, Provider] = field(default_factory=dict)
     compaction: str | None = None  # a cheaper model for compaction summaries
+    subagent: str | None = None  # the model of the task tool's subagents
 
     def find(self, value: str) -> ModelEntry | None:
         return next((e for e in self.entries if e.value == value), None)
@@ -192,7 +193,8 @@ def build_catalogue(values: Sequence[str], config: Config) -> Catalogue:
         entries.setdefault(m.value, _entry(m, providers[m.provider], "configuration file"))
     default = next(iter(entries), None) if values else None
     default = default or config.default_model or next(iter(entries), None)
-    return Catalogue(_named(list(entries.values())), default, providers, config.compaction_model)
+    named = _named(list(entries.values()))
+    return Catalogue(named, default, providers, config.compaction_model, config.subagent_model)
 
 
 def split_value(text: str, providers: Mapping[str, Provider]) -> tuple[str, str]:

@@ -35,6 +35,7 @@ class Editor:
         self._notice = isinstance(session_caps.get("notices"), dict)
         self._compaction = isinstance(session_caps.get("compaction"), dict)
         self._plan = isinstance(capabilities.get("plan"), dict)
+        self._subagents = isinstance(capabilities.get("subagents"), dict)
 
     @property
     def can_read(self) -> bool:
@@ -59,6 +60,10 @@ class Editor:
     @property
     def can_plan(self) -> bool:
         return self._plan
+
+    @property
+    def can_subagents(self) -> bool:
+        return self._subagents
 
     async def _call(self, method: str, **params: Any) -> Any:
         body = {"sessionId": self._session_id, **{k: v for k, v in params.items() if v is not None}}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from acp_server import __version__
 from acp_server.protocol import auth, lifecycle
 from acp_server.protocol.params import absolute_dir, check, directories
+from acp_server.session import client_prompt
 from acp_server.settings import Settings
 from acp_server.wire.jsonrpc import NotificationHandler, Params, RequestHandler
 
@@ -42,6 +43,8 @@ SESSION_CAPABILITIES: dict[str, Any] = {
     "close": {},
     "delete": {},
     "fork": {},
+    # The editor's system prompt on new, load, resume and fork: append, and override.
+    "systemPrompt": client_prompt.CAPABILITY,
 }
 
 
@@ -185,11 +188,13 @@ class AcpAgent:
     async def new_session(self, params: Params) -> dict[str, Any]:
         check("session/new", "acp/session_new.json", params)
         cwd = absolute_dir(params["cwd"], "cwd")
+        prompt = client_prompt.parse(params.get("systemPrompt"))  # -32602: nothing is made
         missing = self._missing_key()
         if missing is not None:
             raise auth.required(missing)
         roots = directories(params)
-        session_id, state = self.sessions.answer_new(cwd, roots, params.get("mcpServers"))
+        servers = params.get("mcpServers")
+        session_id, state = self.sessions.answer_new(cwd, roots, servers, prompt)
         self._announce_commands(session_id)
         return {"sessionId": session_id, **state}
 
@@ -264,9 +269,7 @@ class AcpAgent:
 
     def cancel(self, params: Params) -> None:
         check("session/cancel", "acp/session_cancel.json", params)
-        session = self.sessions.find(params["sessionId"])
-        if session is not None:
-            session.cancel()
+        self.sessions.cancel(params["sessionId"])
 
     # ----- the connection --------------------------------------------------------------------
 

@@ -11,7 +11,10 @@ answer; the registry does the work.
   with an opaque cursor.
 - close: cancel like session/cancel, then forget the live session (it stays stored).
 - delete: gone from list; loading it afterwards is "not found". Unknown ids succeed.
-- fork (unstable): a new session id with a copy of the history.
+- fork (unstable): a new session id with a copy of the history (and of the system prompt).
+
+Each takes the editor's `systemPrompt` (`session.client_prompt`), checked before anything is
+restored: omitted, the one stored with the session is kept.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp_server.errors import InvalidParams
 from acp_server.protocol.params import absolute_dir, check, directories
+from acp_server.session import client_prompt
 
 if TYPE_CHECKING:
     from acp_server.session.registry import Sessions
@@ -42,13 +46,16 @@ async def resume(sessions: Sessions, params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _restore(sessions: Sessions, params: dict[str, Any], *, replay: bool) -> dict[str, Any]:
-    """Load and resume alike: the stored session made live again (replayed for load)."""
+    """Load and resume alike: the stored session made live again (replayed for load), with
+    the system prompt given, else the one stored with it."""
+    prompt = client_prompt.parse(params.get("systemPrompt"))  # -32602: nothing is loaded
     session = await sessions.restore(
         params["sessionId"],
         absolute_dir(params["cwd"], "cwd"),
         directories(params),
         params.get("mcpServers"),
         replay=replay,
+        client_prompt=prompt,
     )
     return session.state()
 
@@ -111,10 +118,12 @@ async def delete(sessions: Sessions, params: dict[str, Any]) -> dict[str, Any]:
 
 async def fork(sessions: Sessions, params: dict[str, Any]) -> dict[str, Any]:
     check("session/fork", "acp/session_fork.json", params)
+    prompt = client_prompt.parse(params.get("systemPrompt"))  # -32602: nothing is forked
     session = await sessions.fork(
         params["sessionId"],
         absolute_dir(params["cwd"], "cwd"),
         directories(params),
         params.get("mcpServers"),
+        prompt,
     )
     return {"sessionId": session.id, **session.state()}

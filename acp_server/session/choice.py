@@ -115,13 +115,21 @@ class ModelChoice:
         """The model that writes compaction summaries when the configuration file names one
         (`compaction_model`); None when the session's own model writes them: none is named,
         it is the session's model, or it cannot be used (logged, with why)."""
-        value = self.catalogue.compaction
+        return self._helper(self.catalogue.compaction, "compaction_model")
+
+    def subagent(self) -> tuple[Backend, ModelEntry] | None:
+        """The model of the `task` tool's subagents when the configuration file names one
+        (`subagent_model`); None when they use the session's model."""
+        return self._helper(self.catalogue.subagent, "subagent_model")
+
+    def _helper(self, value: str | None, key: str) -> tuple[Backend, ModelEntry] | None:
+        """The model named by the configuration file's `key` for a helper job, if usable."""
         if value is None or self.entry is None or value == self.entry.value:
             return None
         from acp_server.backends.unconfigured import UnconfiguredBackend
 
         try:
-            entry = self.catalogue.resolve(value, "compaction_model")
+            entry = self.catalogue.resolve(value, key)
             backend = self.source.backend(entry)
         except Exception as exc:
             problem = str(exc)
@@ -132,7 +140,8 @@ class ModelChoice:
         if value not in self._unusable:  # once per session, not at every turn
             self._unusable.add(value)
             log.warning(
-                "the compaction model %s cannot be used, the session's model summarizes: %s",
+                "the %s %s cannot be used, the session's model does its work: %s",
+                key,
                 value,
                 problem,
             )

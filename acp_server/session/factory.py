@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp_server.errors import ResourceNotFound
 from acp_server.modes import Mode, is_mode
+from acp_server.session import client_prompt as client_prompts
 from acp_server.settings import Settings, store_path
 
 # The session machinery (session, store, transcript: ~25 ms of imports) is imported where it
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from acp_server.messages import Message
     from acp_server.models.source import ModelSource
     from acp_server.session.choice import ModelChoice
+    from acp_server.session.client_prompt import ClientPrompt
     from acp_server.session.session import SendUpdate, Session
     from acp_server.store.database import Store
     from acp_server.store.transcript import NullRecorder, Recorder
@@ -115,8 +117,10 @@ class SessionFactory:
         servers: Sequence[ServerConfig],
         mode: Mode,
         choice: ModelChoice | None,
+        *,
+        client_prompt: ClientPrompt | None = None,
     ) -> Session:
-        """A new session, stored."""
+        """A new session, stored (with the editor's system prompt, if it gave one)."""
         from acp_server.store.database import SessionRow
 
         store = self.store
@@ -124,9 +128,19 @@ class SessionFactory:
             now = time.time()
             dirs = [str(d) for d in extra]
             state = {"mode": mode, **(choice.stored() if choice else {})}
+            state.update(client_prompts.state_of(client_prompt))
             store.create(SessionRow(session_id, str(cwd), dirs, None, now, now, state))
         recorder = self.recorder(session_id)
-        return self.make(session_id, cwd, extra, servers, recorder, mode=mode, choice=choice)
+        return self.make(
+            session_id,
+            cwd,
+            extra,
+            servers,
+            recorder,
+            mode=mode,
+            choice=choice,
+            prompt=client_prompt,
+        )
 
     def make(
         self,
@@ -140,12 +154,13 @@ class SessionFactory:
         mode: Mode = "ask",
         title: str | None = None,
         choice: ModelChoice | None = None,
+        prompt: ClientPrompt | None = None,
     ) -> Session:
-        """A session with its collaborators."""
+        """A session with its collaborators (`prompt`: the editor's system prompt)."""
         from acp_server.permissions import Permissions, RuleStore
         from acp_server.session.session import Session
 
-        return Session(
+        session = Session(
             session_id,
             cwd=cwd,
             additional_dirs=extra,
@@ -163,7 +178,10 @@ class SessionFactory:
             history=history,
             title=title,
             choice=choice,
+            client_prompt=prompt,
         )
+        session.subagents.lend_editors(self._editors)  # a child's requests carry its id
+        return session
 
     def recorder(self, session_id: str) -> Recorder | NullRecorder:
         from acp_server.store.transcript import NullRecorder, Recorder

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from acp_server.errors import ResourceNotFound
 from acp_server.session import options
@@ -25,9 +25,14 @@ if TYPE_CHECKING:
     from acp_server.editor_api import EditorApi
     from acp_server.models.catalogue import Catalogue
     from acp_server.models.source import ModelSource
+    from acp_server.session.client_prompt import ClientPrompt
     from acp_server.session.session import SendUpdate, Session
     from acp_server.session.warmup import AfterNew
     from acp_server.store.database import SessionRow, Store
+
+
+Roots = tuple[Path, ...]  # the additional directories
+Prompt: TypeAlias = "ClientPrompt | None"  # the editor's system prompt (client_prompt.py)
 
 
 class Sessions:
@@ -77,6 +82,16 @@ class Sessions:
     def find(self, session_id: str) -> Session | None:
         return self._settled().get(session_id)
 
+    def cancel(self, session_id: str) -> None:
+        """session/cancel: the session's turn, or only a subagent's work."""
+        live = self._settled()
+        if session_id in live:
+            live[session_id].cancel()
+            return
+        for parent in live.values():  # a subagent's id is no live session's
+            if parent.subagents.cancel(session_id):
+                return
+
     def get(self, session_id: str) -> Session:
         session = self._settled().get(session_id)
         if session is None:
@@ -91,7 +106,7 @@ class Sessions:
         return self.get(self.answer_new(cwd, extra, mcp_servers)[0])
 
     def answer_new(
-        self, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers
+        self, cwd: Path, extra: Roots, mcp_servers: McpServers, client_prompt: Prompt = None
     ) -> tuple[str, dict[str, Any]]:
         """session/new: the id and state (modes, config options) of a new session, which is
         built at its first lookup: the protocol looks it up once the answer has been written,
@@ -99,7 +114,9 @@ class Sessions:
         the answer either (the store writes from a queue)."""
         servers = self._factory.mcp_servers(mcp_servers)  # -32602 before anything is answered
         session_id, mode, choice = self._factory.fresh()
-        build = functools.partial(self._factory.build, session_id, cwd, extra, servers)
+        build = functools.partial(
+            self._factory.build, session_id, cwd, extra, servers, client_prompt=client_prompt
+        )
         self._pending[session_id] = lambda: self._built(build(mode, choice))
         return session_id, options.state(mode, choice.options() if choice else [])
 
@@ -128,14 +145,18 @@ class Sessions:
         mcp_servers: McpServers,
         *,
         replay: bool,
+        client_prompt: Prompt = None,
     ) -> Session:
-        """The stored session, live again (a live one of that id is cancelled and replaced)."""
+        """The stored session, live again (a live one of that id is cancelled and replaced);
+        `client_prompt` replaces the stored one, None keeps it."""
         from acp_server.session import restore
 
         servers = self._factory.mcp_servers(mcp_servers)
         row = await self._stored(session_id)
         await self._end(self._settled().pop(session_id, None))
-        session = await restore.restore(self._factory, row, cwd, extra, servers, replay=replay)
+        session = await restore.restore(
+            self._factory, row, cwd, extra, servers, replay=replay, prompt=client_prompt
+        )
         self._live[session_id] = session
         return session
 
@@ -169,17 +190,18 @@ class Sessions:
         await restore.committed(store, session_id, "The deletion of this session")
 
     async def fork(
-        self, session_id: str, cwd: Path, extra: tuple[Path, ...], mcp_servers: McpServers
+        self, session_id: str, cwd: Path, extra: Roots, servers: McpServers, prompt: Prompt = None
     ) -> Session:
         """A new session with a copy of the stored one's history (and its roots, unless `extra`
-        gives others)."""
+        gives others, and its system prompt, unless `prompt` gives another)."""
         from acp_server.session import restore
 
-        self._factory.mcp_servers(mcp_servers)  # checked before anything is stored
+        self._factory.mcp_servers(servers)  # checked before anything is stored
         source = await self._stored(session_id)
         extra = extra or tuple(Path(d) for d in source.additional_dirs)
-        new_id = await restore.fork(self._factory.required_store(), source, cwd, extra)
-        return await self.restore(new_id, cwd, extra, mcp_servers, replay=False)
+        store = self._factory.required_store()
+        new_id = await restore.fork(store, source, cwd, extra, prompt)
+        return await self.restore(new_id, cwd, extra, servers, replay=False)
 
     async def _stored(self, session_id: str) -> SessionRow:
         from acp_server.session import restore

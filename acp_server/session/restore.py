@@ -19,6 +19,7 @@ from acp_server.modes import is_mode
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from acp_server.session.client_prompt import ClientPrompt
     from acp_server.session.factory import SessionFactory
     from acp_server.session.session import Session
     from acp_server.store.database import SessionRow, Store
@@ -33,9 +34,12 @@ async def restore(
     servers: Sequence[ServerConfig],
     *,
     replay: bool,
+    prompt: ClientPrompt | None = None,
 ) -> Session:
     """The session of `row`, made from its stored events once every write queued so far is
-    done (a live session of that id was just ended: its last writes are read back too)."""
+    done (a live session of that id was just ended: its last writes are read back too), with
+    the editor's system prompt `prompt` (stored for next time), else the one stored."""
+    from acp_server.session import client_prompt
     from acp_server.store import transcript
 
     store = factory.required_store()
@@ -47,6 +51,8 @@ async def restore(
     for update in restored.shown_repairs:
         recorder.shown(update)
     mode = row.state.get("mode")
+    if prompt is not None:
+        store.update(row.id, **client_prompt.state_of(prompt))
     session = factory.make(
         row.id,
         cwd,
@@ -57,11 +63,12 @@ async def restore(
         mode=mode if is_mode(mode) else "ask",
         title=row.title,
         choice=factory.choice(row.state),
+        prompt=prompt or client_prompt.from_state(row.state),
     )
     if replay:
         for update in restored.replay:
-            for shown in session.replayed(update):
-                factory.send_update(row.id, shown)
+            for target, shown in session.replayed(update):  # a subagent's under its own id
+                factory.send_update(target, shown)
         if row.title:
             title = {"title": row.title, "updatedAt": row.updated_iso}
             factory.send_update(row.id, {"sessionUpdate": "session_info_update", **title})
@@ -69,16 +76,25 @@ async def restore(
     return session
 
 
-async def fork(store: Store, source: SessionRow, cwd: Path, extra: tuple[Path, ...]) -> str:
+async def fork(
+    store: Store,
+    source: SessionRow,
+    cwd: Path,
+    extra: tuple[Path, ...],
+    prompt: ClientPrompt | None = None,
+) -> str:
     """A new stored session with a copy of `source`'s events (and its roots, unless `extra`
-    gives others); its id once it is committed."""
+    gives others, and its system prompt, unless `prompt` gives another); its id once it is
+    committed."""
+    from acp_server.session import client_prompt
     from acp_server.store.database import SessionRow
 
     new_id = f"sess_{uuid.uuid4().hex}"
     now = time.time()
     title = f"{source.title} (fork)" if source.title else None
     dirs = [str(d) for d in extra]
-    store.create(SessionRow(new_id, str(cwd), dirs, title, now, now, source.state))
+    state = {**source.state, **client_prompt.state_of(prompt)}
+    store.create(SessionRow(new_id, str(cwd), dirs, title, now, now, state))
     for event in store.events(source.id):
         store.append(new_id, event.kind, event.body)
     await committed(store, new_id, "The forked session")

@@ -38,6 +38,7 @@ from acp_server.session.commands import CommandRun
 from acp_server.session.mcp import McpServers
 from acp_server.session.model import SessionModel
 from acp_server.session.queue import PromptOutcome, PromptQueue
+from acp_server.session.subagents import Parent, Subagents
 from acp_server.session.text import INTERNAL_FAILURE, NOT_SAVED, title_for
 from acp_server.session.turn_parts import TurnParts
 from acp_server.session.voice import Emit, Voice, live
@@ -51,6 +52,7 @@ from acp_server.workspace.workspace import Workspace, instruct, user_folder
 if TYPE_CHECKING:
     from acp_server.models.catalogue import Catalogue
     from acp_server.session.choice import ModelChoice
+    from acp_server.session.client_prompt import ClientPrompt
 
 __all__ = ["PromptOutcome", "Session"]  # PromptOutcome: from queue
 
@@ -79,6 +81,7 @@ class Session:
         history: Iterable[Message] = (),
         title: str | None = None,
         choice: ModelChoice | None = None,
+        client_prompt: ClientPrompt | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -95,8 +98,7 @@ class Session:
         self._settings = settings
         self._send_update = send_update
         self.workspace = Workspace(cwd, additional_dirs, user_folder(settings.config_option))
-        # Between turns: a notice, or nothing when the editor shows none.
-        self._voice = Voice(self._send, editor.can_notice, in_turn=False)
+        self._voice = Voice(self._send, editor.can_notice, in_turn=False)  # between turns
         notify = self.tell if editor.can_notice else None
         self.mcp = McpServers.start(mcp_servers, cwd, notify, mcp_tool_share)
         self._parts = TurnParts(
@@ -106,7 +108,10 @@ class Session:
             settings=settings,
             mcp=self.mcp,
             jobs=self._jobs,
+            client_prompt=client_prompt,
         )
+        lent = Parent(session_id, self.roots, settings, permissions, editor, send_update, recorder)
+        self.subagents = self._parts.offer(Subagents(lent, self._subagent_model, self._parts.tools))
         self.plan_shown = False  # a plan was shown and not removed since (/clear removes it)
 
     def _send(self, update: updates.Update) -> None:  # to this session's editor
@@ -151,6 +156,11 @@ class Session:
         if stored is not None:
             self._recorder.choice(stored)
         self._send(options.options_update(self.mode, self._model.options()))
+
+    def _subagent_model(self) -> Backend:
+        """The configuration file's `subagent_model` when usable, else the session's model."""
+        found = self.choice.subagent() if self.choice is not None else None
+        return found[0] if found is not None else self.backend
 
     # ----- options -------------------------------------------------------------------------
 
@@ -210,15 +220,19 @@ class Session:
             return updates.plan_view(update, self._editor.can_plan)
         return update
 
-    def replayed(self, update: updates.Update) -> list[updates.Update]:
-        """A stored update as this session's editor is shown it on load: a plan in the form
-        it takes, a compaction as a card when the editor does not show compactions."""
+    def replayed(self, update: updates.Update) -> list[tuple[str, updates.Update]]:
+        """A stored update as this session's editor is shown it on load, with the session it
+        goes to: a plan in the form it takes, a compaction as a card when the editor does not
+        show compactions, a subagent's work as the editor takes it (subagent_view)."""
+        children = self.subagents.replayed(update)
+        if children is not None:
+            return children
         update = self._shown(update)
         if update.get("sessionUpdate") != "compaction_update" or self._editor.can_show_compaction:
-            return [update]
+            return [(self.id, update)]
         from acp_server.agent.compaction_view import as_card
 
-        return as_card(update)
+        return [(self.id, card) for card in as_card(update)]
 
     @property
     def roots(self) -> tuple[Path, ...]:
@@ -254,6 +268,7 @@ class Session:
     async def close(self) -> None:
         """The session goes: its turn is cancelled, its background commands and MCP servers end."""
         self.cancel()
+        self.subagents.close()
         await self._jobs.close()
         self._parts.close()
         self.workspace.close()
@@ -324,6 +339,8 @@ class Session:
             thought_level=self._model.level,
         )
         window = self._parts.budget(self._model).window.size  # instructions: a share at most
+        # The client's appended prompt goes last, after the instructions and the MCP note.
+        note += self._parts.appendix
         await instruct(turn, self._parts.tools, self.workspace, note, window)
         self._parts.say_sandbox(voice.tell)
         try:
@@ -359,7 +376,7 @@ class Session:
         """`/compact`: compact now, whatever the fit; the one-line result for a person."""
         context = await self._parts.turn_context(self._model, self.backend, emit)
         specs = self._parts.tools().specs
-        system = self._parts.system + self.workspace.current()
+        system = self._parts.system + self.workspace.current() + self._parts.appendix
         return await context.compact_now(system, specs, self.history, focus)
 
     def clear(self, emit: Emit) -> None:

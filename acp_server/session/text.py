@@ -12,14 +12,29 @@ TITLE_CHARS = 60
 
 
 @functools.cache
-def _system_template() -> str:
-    return (Path(__file__).parent.parent / "prompts" / "system.md").read_text("utf-8")
+def _template(name: str) -> str:
+    return (Path(__file__).parent.parent / "prompts" / name).read_text("utf-8")
 
 
-def system_prompt(cwd: Path, extra: tuple[Path, ...]) -> str:
-    """The packaged system prompt, filled in for this session's roots."""
+# With a client's override prompt, what of ours stays: where the project is, and the rules
+# of the permission modes (the tools and permissions themselves do not change).
+ROOTS = "You work in the project at {cwd}{extra_roots}; paths may be absolute or relative to {cwd}."
+
+
+def system_prompt(cwd: Path, extra: tuple[Path, ...], override: str | None = None) -> str:
+    """The packaged system prompt, filled in for this session's roots; with `override` (the
+    client's prompt), that text in place of our instructions, the roots and mode rules kept."""
     roots = f" (and also {', '.join(map(str, extra))})" if extra else ""
-    return _system_template().format(cwd=cwd, extra_roots=roots)
+    ours = _template("system.md") if override is None else ROOTS + "\n"
+    filled = (ours + "\n" + _template("rules.md")).format(cwd=cwd, extra_roots=roots)
+    return filled if override is None else override + "\n\n" + filled
+
+
+def subagent_prompt(cwd: Path, extra: tuple[Path, ...]) -> str:
+    """The system prompt of a subagent (`subagents`): its job comes from the parent."""
+    roots = f" (and also {', '.join(map(str, extra))})" if extra else ""
+    text = _template("subagent.md") + "\n" + _template("rules.md")
+    return text.format(cwd=cwd, extra_roots=roots)
 
 
 def title_for(message: Message) -> str:

@@ -12,12 +12,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from acp_server.agent.history import History
 from acp_server.backends import Backend
 from acp_server.editor_api import EditorApi
 from acp_server.permissions import Permissions
+from acp_server.session.client_prompt import ClientPrompt
 from acp_server.session.mcp import McpServers
 from acp_server.session.model import SessionModel
 from acp_server.session.text import system_prompt
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
     from acp_server.agent.spending import Spending
     from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.tools.sandbox import Sandbox
+    from acp_server.tools.task import Delegate
 
+D = TypeVar("D", bound="Delegate")
 log = logging.getLogger(__name__)
 
 
@@ -46,8 +49,11 @@ class TurnParts:
         settings: Settings,
         mcp: McpServers | None,
         jobs: Jobs,
+        client_prompt: ClientPrompt | None = None,
     ) -> None:
         self._roots = roots  # the first is the working directory
+        self.client_prompt = client_prompt  # the editor's system prompt (client_prompt.py)
+        self.delegate: Delegate | None = None  # runs the task tool's jobs (subagents.py)
         self._editor = editor
         self._permissions = permissions
         self._settings = settings
@@ -62,7 +68,20 @@ class TurnParts:
 
     @property
     def system(self) -> str:
-        return system_prompt(self._roots[0], self._roots[1:])
+        """Our prompt, or the client's override (our rules kept); the project instructions,
+        the environment and the MCP note follow it, then `appendix`."""
+        client = self.client_prompt
+        return system_prompt(self._roots[0], self._roots[1:], client.override if client else None)
+
+    @property
+    def appendix(self) -> str:
+        """The client's appended prompt: the system prompt's last part."""
+        return self.client_prompt.appendix if self.client_prompt else ""
+
+    def offer(self, delegate: D) -> D:
+        """Offer the `task` tool, its jobs run by `delegate` (the session's `Subagents`)."""
+        self.delegate = delegate
+        return delegate
 
     def tools(self) -> ToolRunner:
         """The session's tools, made at the first turn."""
@@ -70,13 +89,20 @@ class TurnParts:
             # Imported at the first turn: `session/new` does not need the tools (~20 ms).
             from acp_server.tools.defaults import default_tools
             from acp_server.tools.sandbox import DEFAULT_LEVEL, Sandbox, parse_level
+            from acp_server.tools.task import task_tool
             from acp_server.tools.toolbox import Toolbox
 
             if self._sandbox is None:
                 level = parse_level(self._settings.sandbox or DEFAULT_LEVEL, "sandbox")
                 self._sandbox = Sandbox(level, self._roots)
+            tools = [
+                *default_tools(self._settings.fetch),
+                *(self._mcp.tools() if self._mcp else ()),
+            ]
+            if self.delegate is not None:
+                tools.append(task_tool(self.delegate))
             self._tools = Toolbox(
-                [*default_tools(self._settings.fetch), *(self._mcp.tools() if self._mcp else ())],
+                tools,
                 cwd=self._roots[0],
                 roots=self._roots,
                 client=self._editor,
@@ -142,7 +168,9 @@ class TurnParts:
             context = self.budget(model)
             context.look_up(model.backend)
             await context.settle(wait=True)
-            usage = context.usage(self.system, self.tools().specs(context.tool_room()), history)
+            usage = context.usage(
+                self.system + self.appendix, self.tools().specs(context.tool_room()), history
+            )
         except Exception:
             log.exception("the usage of a loaded session could not be shown")
             return

@@ -243,11 +243,9 @@ class Store:
         self._submit(session_id, "the title or state", work)
 
     def delete(self, session_id: str) -> None:
-        self._submit(
-            session_id,
-            "the deletion",
-            lambda db: db.execute("UPDATE sessions SET deleted = 1 WHERE id = ?", (session_id,)),
-        )
+        """The session, and its subagents' sessions (marked with their parent in `state`)."""
+        sql = "UPDATE sessions SET deleted = 1 WHERE id = ? OR json_extract(state, '$.parent') = ?"
+        self._submit(session_id, "the deletion", lambda db: db.execute(sql, (session_id,) * 2))
 
     def put_blob(self, data: str, session_id: str | None = None) -> str:
         """Store a large value (an image's base64) once, for `session_id`; returns its key."""
@@ -309,10 +307,11 @@ class Store:
         prompted_only: bool = False,
     ) -> list[SessionRow]:
         """Newest first; `after` is the (updated_at, id) of the last row of the previous page.
-        `prompted_only` leaves out sessions without a message (never prompted)."""
+        `prompted_only` leaves out sessions without a message (never prompted). A subagent's
+        session is never listed: it is shown with its parent's."""
         sql = (
             "SELECT id, cwd, additional_dirs, title, created_at, updated_at, state FROM sessions"
-            " WHERE deleted = 0"
+            " WHERE deleted = 0 AND json_extract(state, '$.parent') IS NULL"  # no subagents
         )
         if prompted_only:
             sql += (

@@ -158,6 +158,7 @@ class InProcessClient:
     can_notice = False
     can_show_compaction = False
     can_plan = False
+    can_subagents = False
 
     def __init__(self, editor: FakeEditor) -> None:
         self.editor = editor

@@ -96,3 +96,20 @@ async def test_a_store_that_cannot_be_opened_fails_every_session_flush(tmp_path:
             await store.flush("a")
     finally:
         store.close()
+
+
+async def test_a_subagents_session_is_not_listed_and_goes_with_its_parent(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    try:
+        store.create(_row("parent", tmp_path))
+        store.create(_row("other", tmp_path))
+        child = SessionRow("child", str(tmp_path), [], None, 2.0, 2.0, {"parent": "parent"})
+        store.create(child)
+        await store.flush()
+        assert {row.id for row in store.list()} == {"parent", "other"}
+        store.delete("parent")
+        await store.flush()
+        assert {row.id for row in store.list()} == {"other"}
+        assert store.get("child") is None and store.get("other") is not None
+    finally:
+        store.close()

@@ -32,6 +32,7 @@ class MemoryEditor:
     can_notice = False
     can_show_compaction = False
     can_plan = False
+    can_subagents = False
 
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files
