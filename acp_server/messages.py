@@ -8,6 +8,7 @@ ever sees these types, never a provider dict.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -211,7 +212,7 @@ def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     return {}, raw
 
 
-def unanswered_calls(messages: list[Message]) -> list[str]:
+def unanswered_calls(messages: Sequence[Message]) -> list[str]:
     """Ids of the last model message's tool calls that no result follows. Matched by position,
     not by id over the whole history: ids can repeat across turns (some servers number calls
     per reply). Only the last model message can be left unanswered (by a cancel or a crash)."""
@@ -224,7 +225,7 @@ def unanswered_calls(messages: list[Message]) -> list[str]:
     return unanswered
 
 
-def history_problems(messages: tuple[Message, ...] | list[Message]) -> list[str]:
+def history_problems(messages: Sequence[Message]) -> list[str]:
     """What a strict chat endpoint would reject: tool calls without exactly one result,
     results for unknown or repeated calls, results not following their call."""
     problems: list[str] = []

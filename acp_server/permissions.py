@@ -7,6 +7,8 @@
 | read     | allow    | allow        | allow| allow  | ask (every mode)       |
 | edit     | ask      | allow        | deny | allow  | ask (deny in plan)     |
 | execute  | ask      | ask          | deny | allow  | ask (deny in plan)     |
+| sandboxed execute | allow | allow  | deny | allow  | ask (deny in plan)     |
+| fetch    | ask      | ask          | ask  | allow  | —                      |
 | think    | allow    | allow        | allow| allow  | —                      |
 
 Paths are compared after resolving symlinks and `..`, so a link that points out of the
@@ -15,7 +17,8 @@ project counts as outside. Remembered rules never reach outside the roots.
 "Always" answers become scoped rules: a command rule matches the same leading words
 (`git status` allows `git status --short`, never `git push` or `rm`), and never matches a
 command line with shell operators (`;`, `&&`, `|`, redirections, `$(…)`), since those can
-chain anything behind an allowed prefix. An edit rule covers one directory tree. Rules live
+chain anything behind an allowed prefix. An edit rule covers one directory tree; a fetch rule,
+one host (`docs.python.org`). Rules live
 for the session and are saved per project directory (see `RuleStore`).
 """
 
@@ -30,6 +33,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from acp_server.modes import MODE_IDS as MODE_IDS
 from acp_server.modes import MODES as MODES
@@ -40,7 +44,7 @@ from acp_server.settings import data_dir
 Verdict = Literal["allow", "ask", "deny"]
 # What a call does, for the rules: reads run inside the roots, edits and commands depend on
 # the mode, "think" (plans) always runs. Each tool declares one.
-Effect = Literal["read", "edit", "execute", "think"]
+Effect = Literal["read", "edit", "execute", "fetch", "think"]
 
 PLAN_REFUSAL = (
     "Refused: the session is in Plan mode, which is read-only. Do not try to change files or "
@@ -60,6 +64,11 @@ class Permit:
     preview: list[dict[str, Any]] = field(default_factory=list)  # e.g. a diff
     # Overrides the tool's effect: an edit tool reading the old text first asks as a read.
     effect: Effect | None = None
+    # A command that runs in the session's sandbox (it cannot write outside the roots or
+    # reach the network): in ask and accept-edits mode it needs no question.
+    sandboxed: bool = False
+    reason: str | None = None  # why the model asks to run it outside the sandbox (shown)
+    url: str | None = None  # a web page fetched (fetch rules match its host)
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class Decision:
 @dataclass(frozen=True)
 class Rule:
     effect: Effect
-    pattern: str  # execute: the leading words; edit/read: an absolute directory
+    pattern: str  # execute: the leading words; edit/read: an absolute directory; fetch: a host
     allow: bool
 
     def matches(self, effect: Effect, permit: Permit) -> bool:
@@ -81,11 +90,15 @@ class Rule:
             words = command_words(permit.command or "")
             prefix = self.pattern.split(" ")
             return words is not None and words[: len(prefix)] == prefix
+        if effect == "fetch":
+            return url_host(permit.url) == self.pattern
         return bool(permit.paths) and all(_under(p, Path(self.pattern)) for p in permit.paths)
 
     def describe(self) -> str:
         if self.effect == "execute":
             return f"`{self.pattern} …` commands"
+        if self.effect == "fetch":
+            return f"fetches from {self.pattern}"
         what = "edits" if self.effect == "edit" else "reads"
         return f"{what} under {self.pattern}"
 
@@ -109,11 +122,22 @@ def rule_for(effect: Effect, permit: Permit, allow: bool) -> Rule | None:
             return None
         keep = 2 if len(words) > 1 and _SUBCOMMAND.fullmatch(words[1]) else 1
         return Rule("execute", " ".join(words[:keep]), allow)
+    if effect == "fetch":
+        host = url_host(permit.url)
+        return Rule("fetch", host, allow) if host else None
     if effect in ("edit", "read") and permit.paths:
         folders = {str(real(p).parent) for p in permit.paths}
         common = os.path.commonpath(sorted(folders))
         return Rule(effect, common, allow)
     return None
+
+
+def url_host(url: str | None) -> str:
+    """The host of a URL, lowercased ("" when there is none)."""
+    try:
+        return (urlsplit(url or "").hostname or "").lower()
+    except ValueError:
+        return ""
 
 
 def real(path: Path) -> Path:
@@ -147,9 +171,11 @@ def decide(
         return Decision("ask", f"{outside[0]} is outside the project")
     if matching or effect == "read":
         return Decision("allow")
+    if effect == "execute" and permit.sandboxed and mode in ("ask", "accept_edits"):
+        return Decision("allow")
     if effect == "edit" and mode in ("accept_edits", "bypass"):
         return Decision("allow")
-    if effect == "execute" and mode == "bypass":
+    if effect in ("execute", "fetch") and mode == "bypass":
         return Decision("allow")
     return Decision("ask")
 

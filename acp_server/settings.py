@@ -10,6 +10,9 @@ variables:
   the server reports and what the agent observes is used.
 - `ACP_SERVER_REPLY_RESERVE`: tokens kept free for the model's reply (default: a quarter of the
   window, at most 4,096).
+- `ACP_SERVER_FETCH` (`on`/`off`) and `ACP_SERVER_FETCH_ALLOW_PRIVATE` (`on`/`off`): whether the
+  `fetch_url` tool is offered, and whether it may reach private and loopback addresses. They win
+  over the configuration file's `[fetch]` table (`enabled`, `allow_private`).
 
 A value that is not a whole number, or out of range, is an error that names the setting and
 says what to write instead: a wrong window silently ignored would bring back the overflows it
@@ -22,7 +25,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 STORE_FILE = "sessions.sqlite3"
@@ -30,12 +33,38 @@ LOG_FILE = "acp-server.log"
 
 CONTEXT_WINDOW_ENV = "ACP_SERVER_CONTEXT_WINDOW"
 REPLY_RESERVE_ENV = "ACP_SERVER_REPLY_RESERVE"
+FETCH_ENV = "ACP_SERVER_FETCH"
+FETCH_PRIVATE_ENV = "ACP_SERVER_FETCH_ALLOW_PRIVATE"
+_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 # No model has a smaller window (the same floor as context.window.MIN_WINDOW).
 MIN_CONTEXT_WINDOW = 512
 
 
+SANDBOX_ENV = "ACP_SERVER_SANDBOX"
+# The same names as tools.sandbox.LEVELS (this module sits below the tools).
+SANDBOX_LEVELS = ("off", "read-only", "workspace-write", "workspace-net")
+
+
 class SettingsError(ValueError):
     """A setting has a value that cannot be used; the message is for a person."""
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """The fetch_url tool: offered at all, and allowed to reach private addresses. None: not
+    said at this level (the environment, then the configuration file, then the default)."""
+
+    enabled: bool | None = None
+    allow_private: bool | None = None
+
+    def over(self, lower: FetchSettings | None) -> FetchSettings:
+        """These settings, with what they leave unsaid taken from `lower`."""
+        if lower is None:
+            return self
+        return FetchSettings(
+            lower.enabled if self.enabled is None else self.enabled,
+            lower.allow_private if self.allow_private is None else self.allow_private,
+        )
 
 
 @dataclass
@@ -47,6 +76,11 @@ class Settings:
     default_context_window: int = 8192
     context_window: int | None = None  # configured; the smallest known value wins
     reply_reserve: int | None = None  # tokens kept for the reply; None: relative to the window
+    fetch: FetchSettings = field(default_factory=FetchSettings)
+    # `--config FILE`: the user's own instructions file (AGENTS.md) is looked for beside it.
+    config_option: str | None = None
+    # The sandbox level of commands (tools.sandbox.LEVELS); None: the file's, else the default.
+    sandbox: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, context_window: int | None = None) -> Settings:
@@ -66,7 +100,48 @@ class Settings:
                 f"the window is left for the conversation. Lower {REPLY_RESERVE_ENV}, or unset "
                 "it to use the default."
             )
-        return cls(context_window=window, reply_reserve=reserve)
+        fetch = FetchSettings(_switch(environ, FETCH_ENV), _switch(environ, FETCH_PRIVATE_ENV))
+        sandbox = _level(environ.get(SANDBOX_ENV, ""), SANDBOX_ENV)
+        return cls(context_window=window, reply_reserve=reserve, fetch=fetch, sandbox=sandbox)
+
+    def with_file(self, fetch: FetchSettings | None, sandbox: str | None = None) -> Settings:
+        """These settings, with the configuration file's `[fetch]` and `sandbox` where they
+        say nothing."""
+        return replace(self, fetch=self.fetch.over(fetch), sandbox=self.sandbox or sandbox)
+
+
+def _level(value: str, name: str) -> str | None:
+    """A sandbox level by name (None when unset); SettingsError naming the choices."""
+    text = value.strip().lower()
+    if not text:
+        return None
+    if text not in SANDBOX_LEVELS:
+        raise SettingsError(
+            f"{name} is {value!r}, which is not a sandbox level; use one of "
+            f"{', '.join(SANDBOX_LEVELS)}."
+        )
+    return text
+
+
+def sandbox_flag(value: str) -> str:
+    """argparse type for `--sandbox LEVEL`."""
+    try:
+        level = _level(value, "--sandbox")
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    if level is None:
+        raise argparse.ArgumentTypeError("--sandbox needs a level")
+    return level
+
+
+def _switch(environ: Mapping[str, str], name: str) -> bool | None:
+    """An on/off variable; None when unset or empty."""
+    text = environ.get(name, "").strip().lower()
+    if not text:
+        return None
+    if text in _ON or text in _OFF:
+        return text in _ON
+    raise SettingsError(f"{name} must be on or off (or 1 / 0), but it is {text!r}.")
 
 
 def context_window_flag(text: str) -> int:

@@ -47,6 +47,8 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("fit.py", ["--runs", "10"], ["--runs", "3"]),
     ("load.py", ["--messages", "2000", "--runs", "10"], ["--messages", "500", "--runs", "5"]),
     ("mcp_session.py", ["--runs", "10"], ["--runs", "3"]),
+    ("sandbox.py", ["--runs", "20"], ["--runs", "5"]),
+    ("compaction.py", [], ["--turns", "30", "--short-turns", "40"]),
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -14,8 +15,12 @@ from tests.support.acp_schema import official_validator
 from tests.support.llama_server import llama_server  # noqa: F401  (the real model tier)
 from tests.support.mock_llm import mock_llm  # noqa: F401 - a fixture for every test module
 from tests.support.raw import RawServer, console_script
+from tests.support.search_engines import engine  # noqa: F401 - rg and Python, for search tests
 
 TAP = Path(__file__).parent / "support" / "tap.py"
+# Commands run as before the sandbox (each one asks) unless a test chooses a level: the agents
+# the tests start inherit this; the sandbox's own tests set ACP_SERVER_SANDBOX themselves.
+os.environ.setdefault("ACP_SERVER_SANDBOX", "off")
 FIGURES = pytest.StashKey[list[str]]()
 
 

@@ -1,43 +1,48 @@
 """One prompt turn: ask the model, run the tools it asks for, repeat until it is done.
 
 `run_turn` never touches the wire. It gets an `emit` callable for `session/update` payloads, a
-toolbox, the history and a `record` callable; the session owns the connection, the store and
+toolbox and the session's `History`; the session owns the connection, the store and
 cancellation. Every message the turn adds goes through `_add`, which appends it to the history
-and records it (the session writes it to the store). Cancellation arrives as
+(which records it: the session's recorder writes it to the store). Cancellation arrives as
 `CancelledError` at any await; the `finally` blocks leave history consistent (a partial reply is
 kept as what the user saw; every tool call gets exactly one result) and close every started
 tool call with a final status before the turn is answered.
+
+The loop asks its `Context` two questions per model round: the request to send (fitted to the
+window, compacted first when needed; or why it cannot be sent), and, given the round's reply,
+whether to send it again (once, after the server refused it as too long). One round streaming
+in is `agent.round`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from acp_server import updates
-from acp_server.agent.turn_context import TurnContext
+from acp_server.agent.history import History
+from acp_server.agent.round import Reply, Tell, stream_round
+from acp_server.agent.turn_text import (
+    CANCELLED_RESULT,
+    CUT_OFF_CALL,
+    CUT_OFF_RESULT,
+    CUT_OFF_TEXT,
+    LAST_ROUND_NOTE,
+    LIMIT_RESULT,
+    LIMIT_TEXT,
+    OUR_LIMIT,
+    SERVER_LIMIT,
+)
 from acp_server.backends import Backend
+from acp_server.context import ToolRoom
 from acp_server.messages import (
-    ContextOverflow,
-    Event,
-    Finish,
-    FinishReason,
     Message,
     ModelRequest,
-    Notice,
-    PrivateData,
-    StreamError,
-    TextDelta,
     TextPart,
-    ThoughtDelta,
     ToolCall,
-    ToolCallAssembler,
-    ToolCallDelta,
     ToolSpec,
-    Usage,
     text_message,
     unanswered_calls,
 )
@@ -45,17 +50,14 @@ from acp_server.tools.base import ToolOutcome
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 Emit = Callable[[updates.Update], None]
-Record = Callable[[Message], None]
-# (text, severity): a `notice` update when the client shows notices, else an agent message.
-Tell = Callable[[str, str], None]
-
-CANCELLED_RESULT = "The user cancelled this tool call before it finished."
 
 
 class ToolRunner(Protocol):
     """The tools offered in a turn. `run` never raises for tool failures: it returns them."""
 
-    def specs(self) -> tuple[ToolSpec, ...]: ...
+    def specs(self, room: ToolRoom | None = None) -> tuple[ToolSpec, ...]:
+        """The tools for the next request (in `room`: as many as its window allows)."""
+        ...
 
     def announce(self, call: ToolCall) -> updates.Update:
         """The `tool_call` update that introduces this call to the editor."""
@@ -67,7 +69,7 @@ class ToolRunner(Protocol):
 class NoTools:
     """No tools at all: every call is answered as an unknown tool."""
 
-    def specs(self) -> tuple[ToolSpec, ...]:
+    def specs(self, room: ToolRoom | None = None) -> tuple[ToolSpec, ...]:
         return ()
 
     def announce(self, call: ToolCall) -> updates.Update:
@@ -75,6 +77,62 @@ class NoTools:
 
     async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
         return ToolOutcome(f"Unknown tool {call.name!r}: no tools are available.", ok=False)
+
+
+# The tools offered in a window (None: no window, every tool but the search).
+ToolsFor = Callable[[ToolRoom | None], Sequence[ToolSpec]]
+
+
+class Context(Protocol):
+    """What the loop asks about the context window (`agent.turn_context.TurnContext`)."""
+
+    warnings: list[str]  # said when the turn ends
+
+    async def request(
+        self,
+        system: str,
+        specs: ToolsFor,
+        history: History,
+        *,
+        note: str = "",
+        thought_level: str | None = None,
+    ) -> ModelRequest | str:
+        """The next request, fitted (and compacted first when needed); else the problem."""
+        ...
+
+    async def took(self, reply: Reply, *, retry: bool) -> bool:
+        """Take a round's reply; True when the same request is to be made again."""
+        ...
+
+    def clip(self, text: str, tool_name: str, history: Sequence[Message]) -> str:
+        """A tool result as the model gets it (clipped to the room that remains)."""
+        ...
+
+
+class Unbounded:
+    """No context steps: every request as it is, nothing clipped (the loop tested alone)."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    async def request(
+        self,
+        system: str,
+        specs: ToolsFor,
+        history: History,
+        *,
+        note: str = "",
+        thought_level: str | None = None,
+    ) -> ModelRequest | str:
+        return ModelRequest(
+            history.messages, tuple(specs(None)), system + note, thought_level=thought_level
+        )
+
+    async def took(self, reply: Reply, *, retry: bool) -> bool:
+        return False
+
+    def clip(self, text: str, tool_name: str, history: Sequence[Message]) -> str:
+        return text
 
 
 @dataclass(frozen=True)
@@ -86,53 +144,19 @@ class TurnFailure:
     message: str
 
 
-def unrecorded(message: Message) -> None:
-    """The `record` of a turn whose messages are kept nowhere but in its history."""
-
-
 @dataclass
 class Turn:
     backend: Backend
-    history: list[Message]
+    history: History  # records each message the turn adds
     emit: Emit
-    record: Record = unrecorded  # called with each message the turn adds to `history`
     tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = 50
     tell: Tell | None = None
     system: str = ""
-    context: TurnContext | None = None  # fits every request, compacts, reports usage
+    context: Context = field(default_factory=Unbounded)  # fits requests, compacts, meters
     thought_level: str | None = None  # how hard the model thinks first (thought.LEVELS)
     open_calls: set[str] = field(default_factory=set)
     failure: TurnFailure | None = None  # set when the turn ended on a failure
-
-
-@dataclass
-class _Reply:
-    """One model round as it streams in: what the user was shown, and how the round ended."""
-
-    message_id: str
-    chunks: _Chunks
-    text: list[str] = field(default_factory=list)
-    thought: list[str] = field(default_factory=list)
-    assembler: ToolCallAssembler = field(default_factory=ToolCallAssembler)
-    extra: dict[str, Any] = field(default_factory=dict)
-    finish: FinishReason | None = None
-    error: str | None = None
-    failure: Literal["model", "context"] = "model"
-    overflow: ContextOverflow | None = None  # the server refused the request as too long
-    usage: Usage | None = None
-    calls: list[ToolCall] = field(default_factory=list)
-
-    @property
-    def shown_text(self) -> bool:
-        return bool(self.text)
-
-    @property
-    def said_anything(self) -> bool:
-        """False for a round cancelled before the model said anything, or refused as too long."""
-        if self.text or self.thought or self.finish is not None:
-            return True
-        return self.error is not None and self.overflow is None
 
 
 async def run_turn(turn: Turn) -> StopReason:
@@ -142,6 +166,7 @@ async def run_turn(turn: Turn) -> StopReason:
     try:
         while True:
             if requests >= turn.max_requests:
+                await _last_round(turn)
                 return "max_turn_requests"
             requests += 1
             reply = await _request(turn)
@@ -152,6 +177,7 @@ async def run_turn(turn: Turn) -> StopReason:
                 turn.failure = TurnFailure(reply.failure, reply.error)
                 return "max_tokens" if reply.finish == "length" else "end_turn"
             if reply.finish == "length":
+                _cut_off(turn, reply)
                 return "max_tokens"
             if reply.finish == "refusal":
                 return "refusal"
@@ -162,152 +188,68 @@ async def run_turn(turn: Turn) -> StopReason:
     finally:
         _close_open_calls(turn)
         _answer_unanswered(turn)
-        if turn.context is not None:
-            for warning in turn.context.warnings:
-                _tell(turn, warning, "warning")
+        for warning in turn.context.warnings:
+            _tell(turn, warning, "warning")
 
 
-async def _request(turn: Turn) -> _Reply:
+async def _last_round(turn: Turn) -> None:
+    """At the request limit: one more round in which the model may only say where it stopped
+    (the tools stay offered, as strict endpoints want for a history with tool calls; a call
+    it still makes is answered as not run). Then the user is told why the turn ended."""
+    reply = await _request(turn, LAST_ROUND_NOTE.format(n=turn.max_requests))
+    if reply.error is not None:
+        _say(turn, ("\n\n" if reply.shown_text else "") + reply.error)
+    for call_id in unanswered_calls(turn.history):
+        _add(turn, text_message("tool", LIMIT_RESULT, tool_call_id=call_id))
+    _tell(turn, LIMIT_TEXT.format(n=turn.max_requests), "info")
+
+
+async def _request(turn: Turn, note: str = "") -> Reply:
     """One model request, fitted to the context window first (compacting when needed). A
-    request the server refused as too long is compacted and retried once."""
-    context = turn.context
-    if context is None:
-        return await _model_round(turn, turn.tools.specs())
+    request the server refused as too long is compacted and retried once. `note` is added to
+    the system prompt of this request alone."""
     for attempt in range(2):
-        # Chosen again for the retry: the overflow may have lowered the window (a smaller
-        # window may take the compact profile).
-        tools = await context.offer(turn.system, turn.tools.specs(), turn.history)
-        problem = await context.prepare(turn.system, tools, turn.history)
-        if problem is not None:
-            return _Reply("", _Chunks(turn.emit, ""), error=problem, failure="context")
-        reply = await _model_round(turn, tools)
-        if reply.overflow is None or reply.said_anything or attempt:
+        request = await turn.context.request(
+            turn.system,
+            turn.tools.specs,
+            turn.history,
+            note=note,
+            thought_level=turn.thought_level,
+        )
+        if isinstance(request, str):
+            return Reply.refused(turn.emit, request)
+        reply = await _model_round(turn, request)
+        if not await turn.context.took(reply, retry=attempt == 0):
             break
-        context.after_overflow(reply.overflow)
-    # The usage shown and the truncation guard count against the window the server reports
-    # (looked up beside the first request; by now it has usually answered).
-    await context.session.settle(wait=True)
-    context.after_round(reply.usage, context.budget.estimator.text("".join(reply.text)))
     return reply
 
 
-async def _model_round(turn: Turn, tools: tuple[ToolSpec, ...]) -> _Reply:
+async def _model_round(turn: Turn, request: ModelRequest) -> Reply:
     """Stream one model round to the editor; record the assistant message, even a partial one."""
-    limit = turn.context.session.reply_limit() if turn.context is not None else None
-    request = ModelRequest(
-        messages=tuple(turn.history),
-        tools=tools,
-        system=turn.system,
-        max_tokens=limit,
-        thought_level=turn.thought_level,
-    )
-    message_id = f"msg_{uuid.uuid4().hex}"
-    reply = _Reply(message_id, _Chunks(turn.emit, message_id))
+    reply = Reply.start(turn.emit)
+    reply.limit = request.max_tokens
     try:
-        async for event in turn.backend.stream(request):
-            if _relay(turn, reply, event):
-                break
+        await stream_round(turn.backend, request, reply, lambda t, s: _tell(turn, t, s))
     finally:
-        reply.chunks.flush()
-        _record(turn, reply)
+        reply.end()
+        message = reply.message()
+        if message is not None:
+            _add(turn, message)
     if reply.error is None:
-        reply.error = _bad_ending(reply)
+        reply.error = reply.problem()
     return reply
 
 
-def _relay(turn: Turn, reply: _Reply, event: Event) -> bool:
-    """Show one event to the editor and keep it in the reply; True when the round is over."""
-    match event:
-        case TextDelta(text) if text:
-            reply.text.append(text)
-            reply.chunks.add("agent_message_chunk", text)
-        case ThoughtDelta(text) if text:
-            reply.thought.append(text)
-            reply.chunks.add("agent_thought_chunk", text)
-        case ToolCallDelta():
-            reply.assembler.add(event)
-        case Usage():
-            reply.usage = event
-        case Notice(text, severity):
-            reply.chunks.flush()
-            _tell(turn, text, severity)
-        case PrivateData(data):
-            reply.extra.update(data)
-        case Finish(reason):
-            reply.finish = reason
-            return True
-        case StreamError(message, overflow):
-            reply.error = message
-            reply.overflow = overflow
-            return True
-    return False
-
-
-def _record(turn: Turn, reply: _Reply) -> None:
-    """Append the round's assistant message to history: a partial reply is kept as what the user
-    saw; a round cancelled before the model said anything leaves nothing."""
-    if reply.finish is not None:
-        reply.calls = reply.assembler.calls(f"call_{uuid.uuid4().hex[:8]}_")
-    if reply.said_anything:
-        _add(
-            turn,
-            Message(
-                role="assistant",
-                content=(TextPart("".join(reply.text)),) if reply.text else (),
-                thought="".join(reply.thought),
-                tool_calls=tuple(reply.calls),
-                message_id=reply.message_id,
-                extra=reply.extra,
-            ),
-        )
-
-
-def _bad_ending(reply: _Reply) -> str | None:
-    """Why a round that ended without a backend error still cannot count as an answer."""
-    if reply.finish is None:
-        return "The model's reply ended without saying whether it was finished."
-    if reply.finish == "length" and not reply.text and not reply.calls:
-        return (
-            "The model ran out of output tokens while it was still thinking, before it wrote "
-            "an answer. Try again, or raise the model's output token limit."
-        )
-    return None
-
-
-class _Chunks:
-    """Relays a round's text and thought deltas as `agent_message_chunk`/`agent_thought_chunk`
-    updates. Deltas that arrive in the same pass of the event loop (a burst the model server
-    sent in one network read) go out as one chunk; nothing waits for more text: the flush is
-    queued with `call_soon`, so it runs as soon as the round waits for the model again. Any
-    other update is preceded by a `flush()`, so the editor sees everything in order.
-    """
-
-    def __init__(self, emit: Emit, message_id: str) -> None:
-        self._emit = emit
-        self._ids = {
-            "agent_message_chunk": message_id,
-            "agent_thought_chunk": f"{message_id}_thought",
-        }
-        self._kind = ""
-        self._pending: list[str] = []
-        self._scheduled: asyncio.Handle | None = None
-
-    def add(self, kind: str, text: str) -> None:
-        if kind != self._kind:
-            self.flush()
-            self._kind = kind
-        if self._scheduled is None:
-            self._scheduled = asyncio.get_running_loop().call_soon(self.flush)
-        self._pending.append(text)
-
-    def flush(self) -> None:
-        if self._scheduled is not None:
-            self._scheduled.cancel()
-            self._scheduled = None
-        if self._pending:
-            text = "".join(self._pending) if len(self._pending) > 1 else self._pending[0]
-            self._pending.clear()
-            self._emit(updates.message_chunk(self._kind, text, self._ids[self._kind]))
+def _cut_off(turn: Turn, reply: Reply) -> None:
+    """A round cut off by the output limit: the user is told, and a tool call it cut is
+    answered as cut off (it is never run: its arguments are incomplete)."""
+    advice = OUR_LIMIT.format(limit=reply.limit) if reply.limit else SERVER_LIMIT
+    if reply.text:
+        _tell(turn, CUT_OFF_TEXT.format(advice=advice), "warning")
+    for call in reply.calls:
+        _tell(turn, CUT_OFF_CALL.format(name=call.name, advice=advice), "warning")
+    for call_id in unanswered_calls(turn.history):
+        _add(turn, text_message("tool", CUT_OFF_RESULT, tool_call_id=call_id))
 
 
 async def _run_tool(turn: Turn, call: ToolCall) -> None:
@@ -329,10 +271,10 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
         )
     )
     turn.open_calls.discard(call.id)
-    text = outcome.text
-    if turn.context is not None:  # the model gets what fits; the editor was shown it all
-        text = turn.context.clip(text, call.name, turn.history)
-    _add(turn, text_message("tool", text, tool_call_id=call.id))
+    # The model gets what fits; the editor was shown it all.
+    text = turn.context.clip(outcome.text, call.name, turn.history)
+    parts = ((TextPart(text),) if text else ()) + outcome.images
+    _add(turn, Message(role="tool", content=parts, tool_call_id=call.id))
 
 
 def _tell(turn: Turn, text: str, severity: str) -> None:
@@ -366,6 +308,5 @@ def _answer_unanswered(turn: Turn) -> None:
 
 
 def _add(turn: Turn, message: Message) -> None:
-    """The one place the turn writes history: append the message, and record it."""
+    """The one place the turn writes history (which records the message)."""
     turn.history.append(message)
-    turn.record(message)

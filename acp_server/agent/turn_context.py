@@ -1,15 +1,18 @@
 """The context steps of a turn: the core of `acp_server.context`, wired to a session.
 
-`SessionContext` is a session's budget (window, estimator, summary failures) and what it has
-told the user; the session makes it at the first turn and again when its backend is replaced.
-`TurnContext` is what one turn (or a `/compact`) does with it:
+`SessionContext` is a session's budget (window, estimator, summary failures), the lookup of
+the window the server reports (`window_lookup`) and what it has told the user; the session
+makes it at the first turn and again when its backend is replaced. `TurnContext` is what one
+turn (or a `/compact`) does with it. The loop asks it two coarse questions per round:
+`request` (the next request, fitted) and `took` (the round's reply: send it again?); below
+them:
 
 - `prepare` before every model request: fits / compact first / the fixed parts alone are too
   large (then the history is untouched and the returned text says which part, by how much);
 - `compact`: the stages of `context.compact` with the compaction model of the configuration
   file as the summary model when there is one, else the turn's backend,
   shown as it runs (`compaction_update`s, or a "Compacting conversation" card) and stored (the
-  rebuilt history goes to the recorder as one event);
+  rebuilt history is recorded as one event, by the history itself);
 - `after_overflow`: a context-overflow error teaches the window (the loop compacts and retries
   that request once);
 - `after_round`: the silent-truncation guard (warn once per session, compact before the next
@@ -21,27 +24,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from acp_server import updates
+from acp_server.agent.compaction_view import Shown
+from acp_server.agent.history import History
+from acp_server.agent.reply_cap import reply_cap
+from acp_server.agent.spending import Spending
+from acp_server.agent.window_lookup import WindowLookup
 from acp_server.backends import Backend
 from acp_server.backends.providers import Price
 from acp_server.context import (
     ContextBudget,
     Fit,
     ToolProfile,
+    ToolRoom,
     Window,
     apply_profile,
     choose_profile,
     clip_result,
     compact,
+    worth_compacting,
 )
 from acp_server.context.tokens import MESSAGE_OVERHEAD
 from acp_server.messages import (
     ContextOverflow,
+    Finish,
     Message,
     ModelRequest,
     StreamError,
@@ -51,41 +61,22 @@ from acp_server.messages import (
 )
 from acp_server.settings import Settings
 
+if TYPE_CHECKING:
+    from acp_server.agent.round import Reply
+
 log = logging.getLogger(__name__)
 
-WINDOW_LOOKUP_SECONDS = 3.0
-
-
-async def reported_window(backend: Backend) -> int | None:
-    """The window the model server reports; None when it does not say (or fails to)."""
-    try:
-        # Not `asyncio.wait_for`: on Python 3.11 it swallows a cancel that arrives as the
-        # lookup finishes, and the cancelled turn would then run to its end.
-        async with asyncio.timeout(WINDOW_LOOKUP_SECONDS):
-            return await backend.context_window()
-    except (TimeoutError, Exception):
-        log.debug("context window lookup failed", exc_info=True)
-        return None
-
-
 Emit = Callable[[updates.Update], None]
-StoreHistory = Callable[[list[Message]], None]
+ToolsFor = Callable[[ToolRoom | None], Sequence[ToolSpec]]  # the tools offered in a window
 RESULT_SHARE = 0.5  # of the room for messages, the least a tool result may keep
-# Below this window the reply is capped at the reserve the budget keeps free (`max_tokens`): a
-# small local model otherwise rambles until the window is full (minutes on a CPU), and then the
-# next request no longer fits. Larger windows are hosted or big local models: they keep their
-# own defaults (a cap of a few thousand tokens could cut a long edit short). Only a window that
-# is known (configured, reported or observed): the conservative default for an unknown one says
-# nothing about the model, and some hosted APIs reject `max_tokens` outright.
-CAPPED_WINDOW = 32_768
-CARD_TITLE = "Compacting conversation"
 TRUNCATION_WARNING = (
     "The model server read only about {kept:,} of the ~{sent:,} tokens it was sent, so it "
     "probably dropped the start of the conversation (the instructions and your task) without "
     "saying so. The agent now assumes a context window of {window:,} tokens and compacts the "
-    "conversation to fit it. If the model can take more, start its server with a larger "
-    "context (llama.cpp `-c`, LM Studio's context length, Ollama's num_ctx) or set "
-    "--context-window / ACP_SERVER_CONTEXT_WINDOW to the real size."
+    "conversation to fit it (twice in a row the server read the same amount). If the model "
+    "can take more, start its server with a larger context (llama.cpp `-c`, LM Studio's "
+    "context length, Ollama's num_ctx); a session started or loaded after that uses the "
+    "larger window."
 )
 
 
@@ -93,59 +84,39 @@ class SummaryFailed(Exception):
     """The summary round ended on an error (the compaction falls back to truncation)."""
 
 
-@dataclass
-class Spending:
-    """What a session has cost, in US dollars, from the tokens the servers reported and the
-    prices of the configuration file (per million tokens). It is the session's, so it outlives
-    the budget a model switch makes anew; it is not stored (a loaded session starts at zero)."""
-
-    amount: float = 0.0
-    priced: bool = False  # some round had a price: the cost is shown from then on
-
-    def add(self, price: Price | None, usage: Usage) -> None:
-        if price is not None:
-            spent = usage.prompt_tokens * price.input + usage.completion_tokens * price.output
-            self.amount += spent / 1_000_000
-            self.priced = True
-
-    @property
-    def shown(self) -> float | None:
-        return self.amount if self.priced else None
-
-
 class SessionContext:
     """One session's context: the budget, the tool profile, and what the user was told."""
+
+    output_limit: int | None = None  # the model's longest reply, when the catalogue tells
 
     def __init__(self, window: Window, spending: Spending | None = None) -> None:
         self.budget = ContextBudget(window)
         self.spending = spending or Spending()
         self.warned = False  # the truncation warning is given once per session
         self.due = False  # compact before the next request (the truncation guard fired)
-        self._profile: tuple[tuple[int, tuple[str, ...]], ToolProfile] | None = None
-        self._lookup: asyncio.Task[int | None] | None = None  # the window the server reports
+        self._due_at = 0  # the window it was due for
+        self._profile: tuple[tuple[int, tuple[str, ...], int], ToolProfile] | None = None
+        self._lookup = WindowLookup(self.window)  # the window the server reports
+
+    def compact_next(self) -> None:
+        """Compact before the next request: the window was just lowered."""
+        self.due, self._due_at = True, self.window.size
+
+    def compact_due(self) -> bool:
+        """A compaction is due, for the window as it still is (not one dropped since)."""
+        return self.due and self.window.size <= self._due_at
 
     def look_up(self, backend: Backend) -> None:
-        """Start asking the server for its window, unless it told already or is being asked.
-        The turn does not wait for it (two requests on a cold connection, before the first
-        reply could start): it is taken when it has answered, or awaited when the history
-        does not fit the window known so far (`settle`)."""
-        if self.window.discovered is None and self._lookup is None:
-            self._lookup = asyncio.create_task(reported_window(backend), name="window-lookup")
+        """Start asking the server for its window (`window_lookup`), unless it told already."""
+        self._lookup.start(backend)
 
     @property
     def looking(self) -> bool:
-        return self._lookup is not None
+        return self._lookup.running
 
     async def settle(self, *, wait: bool) -> None:
         """Take the reported window once the lookup has answered (with `wait`, wait for it)."""
-        lookup = self._lookup
-        if lookup is None or not (wait or lookup.done()):
-            return
-        # Shielded: a cancelled turn must not cancel the lookup the session shares.
-        found = await asyncio.shield(lookup)
-        self._lookup = None
-        if found is not None:
-            self.window.discovered = found
+        await self._lookup.settle(wait=wait)
 
     @classmethod
     def made(cls, settings: Settings, spending: Spending | None) -> SessionContext:
@@ -158,16 +129,26 @@ class SessionContext:
     def window(self) -> Window:
         return self.budget.window
 
-    def reply_limit(self) -> int | None:
-        """The `max_tokens` of a model request: the reply reserve for a known small window."""
-        window = self.window
-        if window.known and window.size < CAPPED_WINDOW:
-            return window.reply_reserve
-        return None
+    def reply_limit(self, used: int | None = None) -> int | None:
+        """The `max_tokens` of a model request whose prompt is about `used` tokens (`reply_cap`)."""
+        return reply_cap(self.window, used, self.output_limit)
+
+    def usage(
+        self, system: str, specs: Sequence[ToolSpec], history: Sequence[Message]
+    ) -> updates.Update:
+        """The `usage_update` of `history` as it stands (estimated: nothing was sent yet)."""
+        fit = self.budget.fit(system, self.tools(system, specs), history)
+        return updates.usage(fit.used, fit.window, self.spending.shown)
+
+    def tool_room(self) -> ToolRoom:
+        """The window the tools of the next request are measured against."""
+        estimator = self.budget.estimator
+        return ToolRoom(self.window.size, lambda specs: estimator.corrected(estimator.tools(specs)))
 
     def tools(self, system: str, specs: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
         """The tools as offered for the current window (the compact profile below ~8K)."""
-        key = (self.window.size, tuple(s.name for s in specs))
+        # The system prompt's length too: the project's instructions count in the fixed part.
+        key = (self.window.size, tuple(s.name for s in specs), len(system))
         if self._profile is None or self._profile[0] != key:
             profile = choose_profile(key[0], system, specs, self.budget.estimator)
             log.debug("context: window %s tokens, %s", f"{key[0]:,}", profile.describe())
@@ -182,7 +163,6 @@ class TurnContext:
     session: SessionContext
     backend: Backend
     emit: Emit
-    store: StoreHistory  # records a rebuilt history (compaction, /clear)
     compaction_updates: bool = False  # the client shows `compaction_update`s
     price: Price | None = None  # of the turn's model (None: its cost is not known)
     summarizer: tuple[Backend, Price | None] | None = None  # a compaction model, and its price
@@ -198,36 +178,82 @@ class TurnContext:
         """The system prompt and tools of the requests to come (`prepare` sets them too)."""
         self._request = (system, tools)
 
+    async def request(
+        self,
+        system: str,
+        specs: ToolsFor,
+        history: History,
+        *,
+        note: str = "",
+        thought_level: str | None = None,
+    ) -> ModelRequest | str:
+        """The next model request, fitted to the window (compacted first when needed; `note`
+        is added to its system prompt alone); the problem for a person when it cannot fit."""
+        tools = await self.offer(system, specs, history)
+        problem = await self.prepare(system, tools, history)
+        if problem is not None:
+            return problem
+        return ModelRequest(
+            messages=history.messages,
+            tools=tools,
+            system=system + note,
+            max_tokens=self.session.reply_limit(self.fit.used if self.fit is not None else None),
+            thought_level=thought_level,
+        )
+
+    async def took(self, reply: Reply, *, retry: bool) -> bool:
+        """Take a round's reply: True when the server refused the request as too long before
+        saying anything and `retry` allows one more (the window is learned, compact next);
+        else the truncation guard and the `usage_update`."""
+        if reply.overflow is not None and not reply.said_anything and retry:
+            self.after_overflow(reply.overflow)
+            return True
+        # The usage shown and the truncation guard count against the window the server
+        # reports (looked up beside the first request; by now it has usually answered).
+        await self.session.settle(wait=True)
+        self.after_round(reply.usage, self.budget.estimator.text("".join(reply.text)))
+        return False
+
+    async def compact_now(self, system: str, specs: ToolsFor, history: History, focus: str) -> str:
+        """`/compact`: compact now, whatever the fit, for the window the server tells; the
+        one-line result for a person."""
+        await self.session.settle(wait=True)
+        self.begin(system, self.session.tools(system, specs(self.session.tool_room())))
+        return await self.compact(history, focus, manual=True)
+
     async def offer(
-        self, system: str, specs: Sequence[ToolSpec], history: list[Message]
+        self, system: str, specs: ToolsFor, history: Sequence[Message]
     ) -> tuple[ToolSpec, ...]:
         """The tools for the next request, as offered for the window known now. While the
         server is still asked for its window, a history that does not fit the one known so
         far waits for its answer (it may be larger) instead of compacting for nothing."""
         await self.session.settle(wait=False)
-        tools = self.session.tools(system, specs)
+        tools = self.session.tools(system, specs(self.session.tool_room()))
         if self.session.looking and self.budget.fit(system, tools, history).status != "fits":
             await self.session.settle(wait=True)
-            tools = self.session.tools(system, specs)
+            tools = self.session.tools(system, specs(self.session.tool_room()))
         return tools
 
     async def prepare(
-        self, system: str, tools: tuple[ToolSpec, ...], history: list[Message]
+        self, system: str, tools: tuple[ToolSpec, ...], history: History
     ) -> str | None:
         """Fit the next request, compacting first when needed; the problem for a person when
         it cannot fit (the history is then untouched), else None."""
         self.begin(system, tools)
         fit = self.budget.fit(system, tools, history)
-        if fit.status == "compact" or (self.session.due and fit.status == "fits"):
+        due = fit.status == "compact" or (self.session.compact_due() and fit.status == "fits")
+        if due and worth_compacting(self.budget, system, tools, history):
             await self.compact(history)
             fit = self.budget.fit(system, tools, history)
+        self.session.due = False
         self.fit = fit
         return fit.problem()
 
-    async def compact(self, history: list[Message], focus: str = "", manual: bool = False) -> str:
-        """Compact `history` in place, shown and stored; the one-line result for a person."""
+    async def compact(self, history: History, focus: str = "", manual: bool = False) -> str:
+        """Compact `history` (which records the result), shown; the one-line result for a
+        person."""
         system, tools = self._request
-        shown = _Shown(self.emit, self.compaction_updates)
+        shown = Shown(self.emit, self.compaction_updates)
         try:
             result = await compact(
                 self.budget, system, tools, history, self._summarize, focus=focus, manual=manual
@@ -240,11 +266,14 @@ class TurnContext:
             raise
         self.session.due = False
         if result.stage == "none":
-            text = "Nothing to compact yet: the conversation has no older part to summarize."
+            text = (
+                "Nothing to compact yet: the conversation has no older part to summarize."
+                if manual
+                else "The conversation could not be made smaller; it is sent as it is."
+            )
             shown.ended("completed", text)
             return text
-        history[:] = result.history
-        self.store(list(result.history))
+        history.replace(result.history)
         log.info("context: %s %s", result.describe(), "; ".join(result.problems))
         shown.ended("completed", result.describe(), result.summary)
         self._usage(result.after)
@@ -264,13 +293,16 @@ class TurnContext:
                 if event.overflow is not None and self.summarizer is None:
                     self.budget.after_overflow(event.overflow)
                 raise SummaryFailed(event.message)
+            elif isinstance(event, Finish) and event.reason == "length":
+                # Half a summary would be taken for the whole conversation.
+                raise SummaryFailed("the summary was cut off by its output token limit")
         return "".join(text)
 
     def after_overflow(self, overflow: ContextOverflow) -> None:
         """The server refused the request as too long: learn the window, compact next."""
         before = self.budget.window.size
         self.budget.after_overflow(overflow, self.fit)
-        self.session.due = True
+        self.session.compact_next()
         log.info(
             "context: the server refused a request as too long; window %d -> %d tokens",
             before,
@@ -285,10 +317,17 @@ class TurnContext:
         if usage is not None:
             self.session.spending.add(self.price, usage)
         if usage is not None and usage.prompt_tokens > 0:
-            lowered = self.budget.after_round(fit, usage.prompt_tokens)
+            before = self.budget.window.size
+            lowered = self.budget.after_round(
+                fit, usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens
+            )
             if lowered is not None:
                 self._truncated(fit, usage.prompt_tokens)
+            elif self.budget.window.size > before:
+                log.info("context: the server read more than the window observed; it is dropped")
             used = usage.prompt_tokens + usage.completion_tokens
+            if lowered is None and usage.prompt_tokens + usage.cached_tokens < fit.used * 0.7:
+                used = fit.used + reply_tokens  # a count net of a prompt cache: the estimate
         else:
             used = fit.used + reply_tokens
         self._usage(used)
@@ -298,7 +337,7 @@ class TurnContext:
         self.emit(updates.usage(used, size, self.session.spending.shown))
 
     def _truncated(self, fit: Fit, kept: int) -> None:
-        self.session.due = True
+        self.session.compact_next()
         log.warning("context: the server kept %d of ~%d prompt tokens", kept, fit.used)
         if not self.session.warned:
             self.session.warned = True
@@ -321,64 +360,3 @@ class TurnContext:
     def _share(fit: Fit) -> int:
         """The least a tool result may keep: a share of the room for messages."""
         return int((fit.budget - fit.system - fit.tools) * RESULT_SHARE) - MESSAGE_OVERHEAD
-
-
-class _Shown:
-    """A compaction as the user sees it: `compaction_update`s when the client shows them,
-    else a tool-call card of kind `think`."""
-
-    def __init__(self, emit: Emit, native: bool) -> None:
-        self._emit = emit
-        self._native = native
-        self._id = f"compact_{uuid.uuid4().hex[:12]}"
-        if native:
-            emit(compaction_update(self._id, "in_progress"))
-        else:
-            emit(updates.tool_call(self._id, CARD_TITLE, name="compact", kind="think"))
-            emit(updates.tool_call_update(self._id, status="in_progress"))
-
-    def ended(self, status: str, line: str, summary: str = "") -> None:
-        if not self._native:
-            final = "completed" if status == "completed" else "failed"
-            content = [updates.text_content(line)]
-            self._emit(updates.tool_call_update(self._id, status=final, content=content))
-            return
-        for text in _chunks(summary or line) if status == "completed" else ():
-            self._emit(
-                {
-                    "sessionUpdate": "compaction_summary_chunk",
-                    "compactionId": self._id,
-                    "content": updates.text_block(text),
-                }
-            )
-        self._emit(compaction_update(self._id, status, error=line if status == "failed" else None))
-
-
-def compaction_update(compaction_id: str, status: str, **fields: Any) -> updates.Update:
-    update: updates.Update = {
-        "sessionUpdate": "compaction_update",
-        "compactionId": compaction_id,
-        "status": status,
-    }
-    update.update({k: v for k, v in fields.items() if v is not None})
-    return update
-
-
-def _chunks(text: str) -> list[str]:
-    """The summary in paragraphs, as it would have streamed."""
-    parts = text.split("\n\n")
-    return [p + ("\n\n" if i < len(parts) - 1 else "") for i, p in enumerate(parts) if p]
-
-
-def as_card(update: updates.Update) -> list[updates.Update]:
-    """A stored (terminal) `compaction_update`, for a client that does not show them: the same
-    compaction as a card of kind `think` (on replay)."""
-    summary = update.get("summary") or []
-    text = "".join(b.get("text", "") for b in summary if isinstance(b, dict))
-    status = "completed" if update.get("status") == "completed" else "failed"
-    card_id = str(update.get("compactionId"))
-    line = text or str(update.get("error") or "The compaction did not complete.")
-    return [
-        updates.tool_call(card_id, CARD_TITLE, name="compact", kind="think", status=status),
-        updates.tool_call_update(card_id, status=status, content=[updates.text_content(line)]),
-    ]

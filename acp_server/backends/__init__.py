@@ -35,3 +35,16 @@ class Preparable(Protocol):
     I/O (a connection cut off when the editor closes the agent would be a warning on stderr)."""
 
     def prepare(self) -> None: ...
+
+
+def window_origin(backend: object) -> str:
+    """Where the window a backend's `context_window()` gave comes from, for a person ("": it
+    does not say). Looks through the wrappers that keep their backend as `inner`."""
+    for _ in range(4):
+        origin = getattr(backend, "window_origin", None)
+        if isinstance(origin, str):
+            return origin
+        backend = getattr(backend, "inner", None)
+        if backend is None:
+            break
+    return ""

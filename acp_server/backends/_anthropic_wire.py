@@ -28,6 +28,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from acp_server.backends import _json
 from acp_server.backends._http import BackendError, error_from_payload
 from acp_server.backends._sse import SseEvent
 from acp_server.messages import (
@@ -237,7 +238,7 @@ class EventParser:
     def feed(self, sse: SseEvent) -> list[Event]:
         """Events for one SSE event; raises BackendError for an error event."""
         try:
-            data = json.loads(sse.data)
+            data = _json.loads(sse.data)
         except ValueError:
             if sse.event == "error":
                 failure = error_from_payload({"error": sse.data[:500]})

@@ -24,6 +24,22 @@ from acp_server.backends.overflow import parse_overflow
 from acp_server.messages import ContextOverflow
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504, 529})
+# Words of a 429 (or 402/403) that waiting does not cure: the account's quota, allowance or
+# billing, not the request rate. Retried, such a request fails the same way for a minute.
+SPENT_WORDS = (
+    "insufficient_quota",
+    "exceeded your current quota",
+    "billing",
+    "allowance",
+    "credit balance",
+    "out of credits",
+    "payment required",
+    "spending limit",
+    "per day",
+    "daily limit",
+    "monthly",
+)
+SPENT_STATUS = frozenset({402, 403, 429})
 MAX_DETAIL = 500  # characters of an unrecognized error body shown to a person
 SERVER = "The model server"
 
@@ -72,6 +88,15 @@ def error_from_response(
     envelope = envelope_message(payload)
     detail = envelope or plain_detail(body, headers)
     retry_after = retry_after_seconds(headers)
+    if status in SPENT_STATUS and spent(body):
+        message = (
+            f"{SERVER} refused the request (HTTP {status} {phrase}): the account's quota, "
+            "allowance or billing limit is reached, so retrying would not help. "
+            + (f"It said: {detail} " if detail else "")
+            + "Check the plan and billing of the account the API key belongs to, or choose "
+            "another model."
+        )
+        return BackendError(message, reason="quota reached", status=status, body=body)
     if status in (401, 403):
         where = f"the {api_key_env} environment variable" if api_key_env else "the configuration"
         message = f"{SERVER} refused the request (HTTP {status} {phrase}). Check the API key in "
@@ -104,6 +129,12 @@ def error_from_response(
     )
 
 
+def spent(body: str) -> bool:
+    """Whether an error body says the account's quota or billing, not the rate, is the limit."""
+    text = body.lower()
+    return any(word in text for word in SPENT_WORDS)
+
+
 def error_from_payload(payload: Any) -> BackendError | None:
     """The BackendError for an error envelope that arrived inside a 200 stream, if it is one."""
     if not isinstance(payload, dict) or not payload.get("error"):
@@ -113,7 +144,7 @@ def error_from_payload(payload: Any) -> BackendError | None:
     kind = str(error.get("type", "")) if isinstance(error, dict) else ""
     code = error.get("code") if isinstance(error, dict) else None
     overloaded = "overloaded" in f"{kind} {detail}".lower()
-    transient = overloaded or code in TRANSIENT_STATUS
+    transient = (overloaded or code in TRANSIENT_STATUS) and not spent(f"{kind} {code} {detail}")
     overflow = parse_overflow(detail, payload)
     if overflow is not None:
         return BackendError(

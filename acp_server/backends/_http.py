@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -49,6 +48,7 @@ from typing import Any
 import httpx
 
 from acp_server import redaction
+from acp_server.backends import _json
 from acp_server.backends._errors import (
     MAX_DETAIL,
     SERVER,
@@ -199,7 +199,7 @@ async def read_json(response: httpx.Response) -> Any:
     except httpx.HTTPError as exc:
         raise translate(exc, response.request.url) from None
     try:
-        return json.loads(raw)
+        return _json.loads(raw)
     except ValueError:
         detail = plain_detail(raw.decode("utf-8", "replace"), response.headers)
         message = f"{SERVER} answered with something that is not JSON"

@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from acp_server.backends import _json
 from acp_server.backends._http import BackendError, error_from_payload
 from acp_server.backends._openai_wire import render_tool
 from acp_server.messages import (
@@ -123,7 +124,7 @@ class LineParser:
         if not line.strip():
             return []
         try:
-            chunk = json.loads(line)
+            chunk = _json.loads(line)
         except ValueError:
             log.debug("ignoring a non-JSON line from Ollama: %.200s", line)
             return []

@@ -5,8 +5,11 @@ here are the ones real OpenAI-compatible servers set:
 
 - assistant `content` is always a string, `""` when empty, never null (llama.cpp rejects null);
 - tool-call arguments are sent as a JSON string; thoughts are never resent;
-- tool messages carry text only: an image in a tool result becomes a short note;
+- tool messages carry text only: the images of tool results (read_file on a picture) go in one
+  user message right after the results, and each result says so where its image was;
 - a thought level becomes `reasoning_effort` ("on" sends none: the model's default);
+- the reply's cap is `max_tokens`, or `max_completion_tokens` for the models that refuse the
+  former (OpenAI's reasoning models, `catalog.openai_reasoning`);
 - streamed tool calls are keyed by `index`: id and name are *set* (llama.cpp repeats them in
   every delta), arguments appended; a new id at a known index starts a new call (some gateways
   send parallel calls all at index 0);
@@ -24,9 +27,10 @@ import json
 import logging
 from typing import Any
 
+from acp_server.backends import _json
 from acp_server.backends._http import BackendError, error_from_payload
 from acp_server.backends._sse import SseEvent
-from acp_server.backends.images import note
+from acp_server.backends.images import TOOL_IMAGES_INTRO, attached_note
 from acp_server.messages import (
     Event,
     Finish,
@@ -66,16 +70,23 @@ EXTRA_KEY = "openai"
 
 
 def payload(
-    model: str, request: ModelRequest, *, stream: bool, stream_options: bool
+    model: str,
+    request: ModelRequest,
+    *,
+    stream: bool,
+    stream_options: bool,
+    limit_field: str = "max_tokens",
 ) -> dict[str, Any]:
-    """The JSON body of a chat-completions request."""
+    """The JSON body of a chat-completions request. `limit_field` names the reply's cap:
+    OpenAI's reasoning models take `max_completion_tokens` and refuse `max_tokens`. No
+    temperature is ever sent (those models refuse any but the default)."""
     body: dict[str, Any] = {"model": model, "messages": render_messages(request)}
     if request.tools:
         body["tools"] = [render_tool(tool) for tool in request.tools]
         # Explicit: some gateways otherwise let the model describe the action in prose.
         body["tool_choice"] = "auto"
     if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
+        body[limit_field] = request.max_tokens
     effort = openai_reasoning_effort(request.thought_level)
     if effort is not None:
         body["reasoning_effort"] = effort
@@ -89,8 +100,28 @@ def render_messages(request: ModelRequest) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
-    out += [render_message(message) for message in request.messages]
+    held: list[ImagePart] = []  # images of the tool results just rendered
+    for message in request.messages:
+        if held and message.role != "tool":
+            out.append(_tool_images(held))
+            held = []
+        out.append(render_message(message))
+        if message.role == "tool":
+            held += [part for part in message.content if isinstance(part, ImagePart)]
+    if held:
+        out.append(_tool_images(held))
     return out
+
+
+def _tool_images(images: list[ImagePart]) -> dict[str, Any]:
+    """The dialect's tool messages carry text only: the images of the tool results go in a user
+    message right after them (not between them: the results must follow their calls)."""
+    text = {"type": "text", "text": TOOL_IMAGES_INTRO}
+    return {"role": "user", "content": [text, *(_image_url(part) for part in images)]}
+
+
+def _image_url(part: ImagePart) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:{part.mime_type};base64,{part.data}"}}
 
 
 def render_message(message: Message) -> dict[str, Any]:
@@ -120,12 +151,10 @@ def render_call(call: ToolCall) -> dict[str, Any]:
 
 
 def _tool_text(message: Message) -> str:
-    """A tool result's text: the dialect's tool messages carry no images, so each becomes a
-    note (dropping it silently would leave the model guessing what the tool returned)."""
-    why = "images in tool results cannot be passed on to this model"
+    """A tool result's text: the dialect's tool messages carry no images, so each is sent in
+    the user message that follows (`_tool_images`) and named here."""
     return "".join(
-        part.text if isinstance(part, TextPart) else note(part, why).text
-        for part in message.content
+        part.text if isinstance(part, TextPart) else attached_note(part) for part in message.content
     )
 
 
@@ -137,8 +166,7 @@ def _user_content(message: Message) -> str | list[dict[str, Any]]:
         if isinstance(part, TextPart):
             parts.append({"type": "text", "text": part.text})
         else:
-            url = f"data:{part.mime_type};base64,{part.data}"
-            parts.append({"type": "image_url", "image_url": {"url": url}})
+            parts.append(_image_url(part))
     return parts
 
 
@@ -171,7 +199,7 @@ class ChunkParser:
             self.done = True
             return []
         try:
-            chunk = json.loads(sse.data)
+            chunk = _json.loads(sse.data)
         except ValueError:
             if sse.event == "error":
                 failure = error_from_payload({"error": sse.data[:500]})

@@ -8,7 +8,8 @@ Here it is kept. The rules of the wire:
 - the system prompt is `instructions`; history becomes `input` items: user text and images
   (`input_text`, `input_image` with a data URL), assistant text (`output_text`), each tool call a
   `function_call` item (`call_id`, name, arguments as JSON text), each result a
-  `function_call_output` item (text: an image in a result becomes a note);
+  `function_call_output` item (text: the images of results, read_file on a picture, follow the
+  results in one user message, and each result says so where its image was);
 - requests are stateless (`store: false`) and ask for `include: ["reasoning.encrypted_content"]`:
   each reasoning item of a reply that made tool calls comes back with its encrypted content. The
   parser hands the reply's output items to the agent loop as a `PrivateData` event (kept in
@@ -31,9 +32,10 @@ import json
 import logging
 from typing import Any
 
+from acp_server.backends import _json
 from acp_server.backends._http import BackendError, error_from_payload
 from acp_server.backends._sse import SseEvent
-from acp_server.backends.images import note
+from acp_server.backends.images import TOOL_IMAGES_INTRO, attached_note
 from acp_server.messages import (
     Event,
     Finish,
@@ -111,9 +113,28 @@ def render_tool(tool: ToolSpec) -> dict[str, Any]:
 
 def render_input(messages: tuple[Message, ...], model: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    held: list[ImagePart] = []  # images of the tool results just rendered
     for message in messages:
+        if held and message.role != "tool":
+            out.append(_tool_images(held))
+            held = []
         out += render_message(message, model)
+        if message.role == "tool":
+            held += [part for part in message.content if isinstance(part, ImagePart)]
+    if held:
+        out.append(_tool_images(held))
     return out
+
+
+def _tool_images(images: list[ImagePart]) -> dict[str, Any]:
+    """A `function_call_output` is text: the images of the results go in a user message."""
+    content = [{"type": "input_text", "text": TOOL_IMAGES_INTRO}]
+    content += [_input_image(part) for part in images]
+    return {"type": "message", "role": "user", "content": content}
+
+
+def _input_image(part: ImagePart) -> dict[str, Any]:
+    return {"type": "input_image", "image_url": f"data:{part.mime_type};base64,{part.data}"}
 
 
 def render_message(message: Message, model: str) -> list[dict[str, Any]]:
@@ -176,10 +197,8 @@ def _call(message: Message, n: int) -> dict[str, Any]:
 
 
 def _tool_text(message: Message) -> str:
-    why = "images in tool results cannot be passed on to this model"
     return "".join(
-        part.text if isinstance(part, TextPart) else note(part, why).text
-        for part in message.content
+        part.text if isinstance(part, TextPart) else attached_note(part) for part in message.content
     )
 
 
@@ -190,8 +209,7 @@ def _user_parts(message: Message) -> list[dict[str, Any]]:
             if part.text:
                 parts.append({"type": "input_text", "text": part.text})
         elif isinstance(part, ImagePart):
-            url = f"data:{part.mime_type};base64,{part.data}"
-            parts.append({"type": "input_image", "image_url": url})
+            parts.append(_input_image(part))
     return parts
 
 
@@ -215,7 +233,7 @@ class EventParser:
     def feed(self, sse: SseEvent) -> list[Event]:
         """Events for one SSE event; raises BackendError for an error or a failed response."""
         try:
-            data = json.loads(sse.data)
+            data = _json.loads(sse.data)
         except ValueError:
             if sse.event == "error":
                 failure = error_from_payload({"error": sse.data[:500]})

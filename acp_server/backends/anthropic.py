@@ -12,7 +12,8 @@ calls lost their signed thinking blocks (the API would reject it). The blocks th
 `Message.extra` (see `_anthropic_wire`).
 
 `context_window()`: the Messages API has no endpoint that tells a model's window, so it comes from
-the table below (Anthropic's published windows by model family), or from the constructor.
+the constructor (configured), else the model catalogue (`catalog`), else the table below
+(Anthropic's published windows by model family); `window_origin` says which.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from acp_server.backends._http import (
     send,
 )
 from acp_server.backends._sse import sse_events
+from acp_server.backends.catalog import ModelFacts, lookup_at
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.messages import Event, Finish, ModelRequest
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 
 API_VERSION = "2023-06-01"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+DEFAULT_MAX = 8192  # the reply's cap for a model the catalogue does not know
 # (model id prefix, window in tokens), first match wins. Every current Claude model has 200k by
 # default (Sonnet 4/4.5's 1M window needs a beta header: pass `context_window=` for it).
 WINDOWS = (
@@ -59,6 +62,16 @@ def known_window(model: str) -> int | None:
     return None
 
 
+def _window(model: str, configured: int | None, facts: ModelFacts | None) -> tuple[int | None, str]:
+    """(window, where it comes from): configured, else the catalogue's, else this table's."""
+    if configured:
+        return configured, "the configuration file"
+    if facts is not None and facts.window:
+        return facts.window, facts.source
+    window = known_window(model)
+    return window, ("the documented window of its model family" if window else "")
+
+
 class AnthropicBackend:
     """Streams rounds from the Anthropic Messages API. Close with `aclose()`."""
 
@@ -71,7 +84,7 @@ class AnthropicBackend:
         api_key_env: str | None = None,
         environ: Mapping[str, str] | None = None,
         images: bool | None = None,
-        max_tokens: int = 8192,
+        max_tokens: int | None = None,
         thinking_budget: int | None = None,
         adaptive_thinking: bool = False,
         context_window: int | None = None,
@@ -85,12 +98,15 @@ class AnthropicBackend:
         base = base_url.rstrip("/")
         self.url = str(httpx.URL(base if base.endswith("/v1") else f"{base}/v1")) + "/messages"
         self.model = model
-        self.max_tokens = max_tokens
+        facts = lookup_at(model, base)
+        # The reply's cap when a request sets none (the API needs one): the model's output
+        # limit from the catalogue, else 8,192 (a long file edit needs more than the old 4K).
+        self.max_tokens = max_tokens or (facts.output if facts and facts.output else DEFAULT_MAX)
         self.thinking_budget = thinking_budget
         self.adaptive_thinking = adaptive_thinking  # Claude 4.6 and later: `{"type": "adaptive"}`
         self.retry = retry
         self.first_byte_timeout = read_timeout if first_byte_timeout is None else first_byte_timeout
-        self._window = context_window or known_window(model)
+        self._window, self.window_origin = _window(model, context_window, facts)
         # A key given here, else read from `api_key_env` (in `environ`) at every request.
         self._key = ApiKey(api_key, api_key_env, environ)
         self._headers = {"anthropic-version": API_VERSION, **(headers or {})}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from acp_server.backends import Backend, Preparable
+from acp_server.backends import Backend, Preparable, window_origin
 from acp_server.messages import Event, ModelRequest
 
 
@@ -49,3 +49,7 @@ class Deferred:
 
     async def context_window(self) -> int | None:
         return await self._real().context_window()
+
+    @property
+    def window_origin(self) -> str:
+        return window_origin(self._backend) if self._backend is not None else ""

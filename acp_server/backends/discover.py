@@ -16,6 +16,7 @@ takes), with the providers it had to make up for servers no provider points at:
 - LM Studio (port 1234) and llama.cpp (port 8080) on this machine when no provider points there,
   as the providers `lmstudio` and `llamacpp`.
 
+A listed name that holds a key (a server echoing what it was sent) is left out, never shown.
 Hosted APIs are never asked (their lists are long and say nothing about windows). Discovery
 never raises and never waits long: a server that does not answer within the timeout adds
 nothing, and why is logged at debug level.
@@ -24,7 +25,6 @@ nothing, and why is logged at debug level.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
@@ -33,11 +33,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from acp_server import redaction
 from acp_server.backends._http import tls_verify
 from acp_server.backends._ollama_wire import capabilities, planned_num_ctx, trained_length
 from acp_server.backends.ollama import DEFAULT_NUM_CTX
 from acp_server.backends.openai import window_from_models, window_from_props
-from acp_server.backends.providers import ModelConfig, Provider
+from acp_server.backends.providers import ModelConfig, Provider, is_local_host
 from acp_server.thought import guess
 
 log = logging.getLogger(__name__)
@@ -117,17 +118,7 @@ def _self_hosted(provider: Provider) -> bool:
     host = urlsplit(provider.base_url).hostname or ""
     if provider.dialect == "ollama":
         return not host.endswith("ollama.com")
-    return provider.dialect == "openai" and _local(host)
-
-
-def _local(host: str) -> bool:
-    if host == "localhost" or host.endswith((".local", ".localhost")):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private
+    return provider.dialect == "openai" and is_local_host(host)
 
 
 def _origin(url: str) -> str:
@@ -142,7 +133,8 @@ async def ollama_models(client: httpx.AsyncClient, provider: Provider) -> list[M
     """The models of an Ollama server, each with its window and capabilities."""
     tags = await _json(client, "GET", f"{provider.base_url}/api/tags", provider)
     entries = tags.get("models") if isinstance(tags, dict) else None
-    names = [name for entry in entries or [] if (name := _tag_name(entry))][:MAX_MODELS]
+    names = shown_names([name for entry in entries or [] if (name := _tag_name(entry))])
+    names = names[:MAX_MODELS]
     show_url = f"{provider.base_url}/api/show"
     shows = await asyncio.gather(
         *(_json(client, "POST", show_url, provider, {"model": name}) for name in names),
@@ -152,6 +144,17 @@ async def ollama_models(client: httpx.AsyncClient, provider: Provider) -> list[M
         ollama_model(provider.name, name, show if isinstance(show, dict) else None)
         for name, show in zip(names, shows, strict=True)
     ]
+
+
+def shown_names(names: list[str]) -> list[str]:
+    """The model names a server listed, without those that carry a secret (a server that
+    echoes the key it was sent in its list would put it in the editor's model menu)."""
+    kept = [name for name in names if redaction.redact(name) == name]
+    if len(kept) < len(names):
+        log.warning(
+            "model discovery: left out %d model name(s) holding a secret", len(names) - len(kept)
+        )
+    return kept
 
 
 def _tag_name(entry: Any) -> str | None:
@@ -194,7 +197,7 @@ async def openai_models(client: httpx.AsyncClient, provider: Provider) -> list[M
         for entry in entries or []
         if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]
     ]
-    ids = [model for model in ids if "embed" not in model.lower()][:MAX_MODELS]
+    ids = [model for model in shown_names(ids) if "embed" not in model.lower()][:MAX_MODELS]
     props: Any = None
     if len(ids) == 1:  # llama.cpp serves one model and tells its runtime window
         root = provider.base_url.removesuffix("/v1")

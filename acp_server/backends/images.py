@@ -53,6 +53,15 @@ def note(part: ImagePart, why: str = "the current model cannot see images") -> T
     return TextPart(f"[an image ({part.mime_type}) was here; {why}]")
 
 
+# The OpenAI dialects' tool results are text: their images follow them in a user message.
+TOOL_IMAGES_INTRO = "The images returned by the tool calls above:"
+
+
+def attached_note(part: ImagePart) -> str:
+    """What a text-only tool result says where its image was (it follows in a user message)."""
+    return f"\n[image ({part.mime_type}): attached below]"
+
+
 def has_images(request: ModelRequest) -> bool:
     return any(isinstance(p, ImagePart) for m in request.messages for p in m.content)
 

@@ -1,6 +1,7 @@
 """The Ollama backend: native `POST {base_url}/api/chat`, streamed as NDJSON.
 
-One round is one streamed request (the dialect lives in `_ollama_wire`). Around it, as in the
+One round is one streamed request (the dialect lives in `_ollama_wire`); its prompt count, when
+the server's cache made it net, is made whole again (`ollama_cache`). Around it, as in the
 OpenAI backend: inline `<tool_call>` markup is recovered from the text (`textcalls.CallRecovery`;
 small local models often write calls as text), a `<think>…</think>` block opening the content
 (older servers) becomes thoughts and a reply that was only thinking is shown as the answer
@@ -48,9 +49,10 @@ from acp_server.backends._ollama_wire import (
 )
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
+from acp_server.backends.ollama_cache import PromptCache
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.textcalls import CallRecovery
-from acp_server.messages import Event, Finish, ModelRequest
+from acp_server.messages import Event, Finish, ModelRequest, Usage
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,8 @@ class OllamaBackend:
         first_byte_timeout: float | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.base_url = str(httpx.URL(base_url.rstrip("/")))
+        # An OpenAI-style URL (`…:11434/v1`) names the same server: the native API is at its root.
+        self.base_url = str(httpx.URL(base_url.rstrip("/").removesuffix("/v1")))
         self.model = model
         self.retry = retry
         self.think = think  # Ollama's `think` (True/False, or "low"/"medium"/"high"); None: omit
@@ -98,6 +101,7 @@ class OllamaBackend:
         self._headers = dict(headers or {})
         self._images = ImageInput(images)  # False: notes; settled by /api/show when unknown
         self._recovery = CallRecovery()
+        self._cache = PromptCache()  # prompt counts net of the server's cache made whole
         self._id_prefix = f"call_{uuid.uuid4().hex[:8]}_"
         self._ids = itertools.count()
 
@@ -137,6 +141,8 @@ class OllamaBackend:
         try:
             async for line in lines(response):
                 for event in parser.feed(line):
+                    if isinstance(event, Usage):
+                        event = self._cache.read(request.system, request.messages, event)
                     yield event
                 if parser.done:
                     break
@@ -206,6 +212,18 @@ class OllamaBackend:
                 self._discovered = True
         known = [n for n in (self._num_ctx, self._trained) if n is not None]
         return min(known) if known else None
+
+    @property
+    def window_origin(self) -> str:
+        """Where the window `context_window()` gives comes from, for a person."""
+        sent = self._num_ctx
+        if sent is None:
+            return f"the server (POST {self.base_url}/api/show)" if self._trained else ""
+        if self._trained is not None and self._trained < sent:
+            return f"the model's trained length (POST {self.base_url}/api/show)"
+        if self._configured_num_ctx:
+            return "the configuration file (sent as num_ctx)"
+        return f"the num_ctx sent to the server (POST {self.base_url}/api/show)"
 
     def _settle(self, show: Any) -> None:
         """Choose the num_ctx to send from what the server told (see the module docstring)."""

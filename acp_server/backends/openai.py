@@ -16,8 +16,12 @@ events (the dialect lives in `_openai_wire`). Around it, in this order:
 - an empty 200 stream (llama.cpp may send no chunk at all when tools are offered) is asked again
   once with `stream: false`, and the JSON answer becomes the same events.
 
-`context_window()` asks `GET {base_url}/models` (`context_length`, vLLM's `max_model_len`, ...)
-and llama.cpp's `GET {root}/props` (`n_ctx`); the answer is cached, and unknown is None.
+`context_window()`, in this order: the window the configuration gave (`window=`); what the server
+reports at `GET {base_url}/models` (`context_length`, vLLM's `max_model_len`, ...) or llama.cpp's
+`GET {root}/props` (`n_ctx`), cached; the model catalogue's (`catalog`: api.openai.com's
+`/models` tells no window); else None. `window_origin` says which one answered.
+
+OpenAI's reasoning models get `max_completion_tokens` in place of `max_tokens`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from acp_server.backends._http import (
 )
 from acp_server.backends._openai_wire import ChunkParser, completion_events, payload
 from acp_server.backends._sse import sse_events
+from acp_server.backends.catalog import ModelFacts, lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
@@ -68,9 +73,13 @@ class OpenAIBackend:
         read_timeout: float = 300.0,
         first_byte_timeout: float | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        window: int | None = None,
+        facts: ModelFacts | None = None,
     ) -> None:
         self.base_url = str(httpx.URL(base_url.rstrip("/")))
         self.model = model
+        self.facts = facts if facts is not None else lookup_at(model, self.base_url)
+        self.limit_field = "max_completion_tokens" if openai_reasoning(model) else "max_tokens"
         self.retry = retry
         # A key given here, else read from `api_key_env` (in `environ`) at every request; the
         # variable is also named in the hint when the server refuses the key.
@@ -84,8 +93,10 @@ class OpenAIBackend:
         self._stream_options = True  # False once a strict server refused it
         self._images = ImageInput(images)  # False: notes in place of images
         self._recovery = CallRecovery()
+        self._configured = window
         self._window: int | None = None
         self._window_known = False
+        self.window_origin = ""  # where `context_window()` found its answer, for a person
 
     @property
     def label(self) -> str:
@@ -164,7 +175,13 @@ class OpenAIBackend:
 
     async def _post(self, request: ModelRequest, *, stream: bool) -> httpx.Response:
         fitted = self._images.fit(request)
-        body = payload(self.model, fitted, stream=stream, stream_options=self._stream_options)
+        body = payload(
+            self.model,
+            fitted,
+            stream=stream,
+            stream_options=self._stream_options,
+            limit_field=self.limit_field,
+        )
         client = self._http()
         url = f"{self.base_url}/chat/completions"
         try:
@@ -196,19 +213,34 @@ class OpenAIBackend:
     # ----- context window -----------------------------------------------------------------------
 
     async def context_window(self) -> int | None:
-        """The window the server reports (cached once the server answered); None if unknown."""
+        """The configured window, else the server's (cached once it answered), else the
+        catalogue's; None if unknown. `window_origin` says which."""
+        if self._configured:
+            self.window_origin = "the configuration file"
+            return self._configured
         if not self._window_known:
             self._window, self._window_known = await self._discover_window()
-        return self._window
+        if self._window is not None:
+            return self._window
+        if self.facts is not None and self.facts.window:
+            self.window_origin = self.facts.source
+            return self.facts.window
+        self.window_origin = ""
+        return None
 
     async def _discover_window(self) -> tuple[int | None, bool]:
         """(window, whether the server answered at all — only then is the answer final)."""
         models = await self._get_json(f"{self.base_url}/models")
         window = window_from_models(models, self.model)
         if window is not None:
+            self.window_origin = f"the server (GET {self.base_url}/models)"
             return window, True
-        props = await self._get_json(f"{self.base_url.removesuffix('/v1')}/props")
-        return window_from_props(props), models is not None or props is not None
+        root = self.base_url.removesuffix("/v1")
+        props = await self._get_json(f"{root}/props")
+        window = window_from_props(props)
+        if window is not None:
+            self.window_origin = f"the server (GET {root}/props)"
+        return window, models is not None or props is not None
 
     async def _get_json(self, url: str) -> Any:
         """The JSON at `url`, or None when it cannot be had (discovery is best effort)."""

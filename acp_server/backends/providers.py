@@ -16,8 +16,10 @@ here, below all three, so that none imports a layer above it.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
@@ -122,3 +124,18 @@ def ollama_url(host: str | None) -> str:
     if host.count(":") == 1:  # scheme only, no port
         host += ":11434"
     return host.rstrip("/")
+
+
+def is_local_host(host: str) -> bool:
+    """Whether `host` is this machine or the local network (a self-hosted server)."""
+    if host == "localhost" or host.endswith((".local", ".localhost")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private
+
+
+def is_local_url(url: str) -> bool:
+    return is_local_host(urlsplit(url).hostname or "")

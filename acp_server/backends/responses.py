@@ -18,7 +18,6 @@ backend. `context_window()`: the configured window, else what `GET {base_url}/mo
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from urllib.parse import urlsplit
 
@@ -27,6 +26,7 @@ import httpx
 from acp_server.backends._http import BackendError, LazyClient, RetryPolicy, lines, retrying, send
 from acp_server.backends._responses_wire import DIALECT, EventParser, payload
 from acp_server.backends._sse import sse_events
+from acp_server.backends.catalog import lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.messages import Event, ModelRequest
@@ -34,13 +34,11 @@ from acp_server.messages import Event, ModelRequest
 log = logging.getLogger(__name__)
 
 OPENAI_HOST = "api.openai.com"
-# OpenAI's reasoning models: gpt-5 and later (not the `-chat` variants), o1, o3, o4-mini, ...
-REASONING_MODEL = re.compile(r"(gpt-[5-9](?![\d])(?!.*-chat)|o[1-9](?![\d])).*")
 
 
 def reasons(model: str) -> bool:
     """Whether `model` is one of OpenAI's reasoning models (by its name)."""
-    return REASONING_MODEL.fullmatch(model.lower().rsplit("/", 1)[-1]) is not None
+    return openai_reasoning(model)  # the one rule: the catalogue's, else OpenAI's naming
 
 
 def needs_responses(base_url: str, model: str) -> bool:
@@ -84,6 +82,8 @@ class ResponsesBackend:
         self._summaries = True  # False once the server refused reasoning summaries
         self._window = context_window
         self._window_known = context_window is not None
+        self.facts = lookup_at(model, self.base_url)  # api.openai.com's /models tells no window
+        self.window_origin = "the configuration file" if context_window else ""
 
     @property
     def label(self) -> str:
@@ -153,10 +153,18 @@ class ResponsesBackend:
             raise
 
     async def context_window(self) -> int | None:
-        """The configured window, else the one `/models` reports (cached once it answered)."""
+        """The configured window, else the one `/models` reports (cached once it answered),
+        else the model catalogue's (`catalog`); `window_origin` says which."""
         if not self._window_known:
             self._window, self._window_known = await self._discover_window()
-        return self._window
+            if self._window is not None:
+                self.window_origin = f"the server (GET {self.base_url}/models)"
+        if self._window is not None:
+            return self._window
+        if self.facts is not None and self.facts.window:
+            self.window_origin = self.facts.source
+            return self.facts.window
+        return None
 
     async def _discover_window(self) -> tuple[int | None, bool]:
         from acp_server.backends.openai import window_from_models

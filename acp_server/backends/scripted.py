@@ -29,6 +29,7 @@ from acp_server.messages import (
     Event,
     Finish,
     FinishReason,
+    ImagePart,
     ModelRequest,
     StreamError,
     TextDelta,
@@ -165,6 +166,9 @@ def unmet(expect: dict[str, Any] | None, request: ModelRequest) -> str | None:
     missing_tools = [t for t in expect.get("tools", []) if t not in offered]
     if missing_tools:
         return f"tools {missing_tools} were not offered"
+    unwanted = [t for t in expect.get("not_tools", []) if t in offered]
+    if unwanted:
+        return f"tools {unwanted} were offered"
     text = "\n".join(_request_texts(request))
     missing = [s for s in expect.get("contains", []) if s not in text]
     return f"missing {missing}" if missing else None
@@ -174,6 +178,7 @@ def _request_texts(request: ModelRequest) -> Iterator[str]:
     yield request.system
     for message in request.messages:
         yield message.text
+        yield from (f"[image ({p.mime_type})]" for p in message.content if isinstance(p, ImagePart))
         for call in message.tool_calls:
             yield f"{call.name} {json.dumps(call.arguments)}"
 

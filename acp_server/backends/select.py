@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from acp_server import redaction
-from acp_server.backends import Backend
-from acp_server.backends.local import INSTALL
+from acp_server.backends import Backend, window_origin
+from acp_server.backends.local import CONTEXT_ENV, INSTALL
 from acp_server.backends.providers import HOSTED as HOSTED
 from acp_server.backends.providers import Hosted, Provider, builtin_providers
 from acp_server.backends.providers import ollama_url as ollama_url
@@ -65,6 +65,7 @@ LOCAL_SERVERS = (
     ("openai", "http://127.0.0.1:8080/v1", "/models"),
 )
 PROBE_TIMEOUT = 0.3
+OLLAMA_PORT = 11434
 
 
 class ModelSpecError(ValueError):
@@ -158,10 +159,11 @@ def from_provider(
 ) -> Backend:
     """The backend for `model` on `provider` (built in, or from the configuration file): its
     dialect, base URL and extra headers, its key read from `provider.api_key_env` in `env` at
-    each request (never kept). `window` is a configured context window (Ollama sends it as
-    `num_ctx`); `images=False` sends a note in place of each image (None: not known, images are
-    sent until the server refuses them); `adaptive_thinking` is for Claude models that take
-    `{"type": "adaptive"}` thinking (`ModelEntry.adaptive_thinking`)."""
+    each request (never kept). `window` is a configured context window, honoured by every
+    dialect (Ollama also sends it as `num_ctx`); `images=False` sends a note in place of each
+    image (None: not known, images are sent until the server refuses them);
+    `adaptive_thinking` is for Claude models that take `{"type": "adaptive"}` thinking
+    (`ModelEntry.adaptive_thinking`)."""
     problem = missing_provider_key(provider, model, env)
     if problem is not None:
         from acp_server.backends.unconfigured import UnconfiguredBackend
@@ -176,19 +178,35 @@ def from_provider(
         "environ": env,
         "images": images,
     }
+    if provider.dialect == "local":
+        if window and not env.get(CONTEXT_ENV):  # the file's window, unless the variable says
+            env = {**env, CONTEXT_ENV: str(window)}
+        return _local(model, env)
+    return _http_backend(provider, model, window, adaptive_thinking, common)
+
+
+def _http_backend(
+    provider: Provider,
+    model: str,
+    window: int | None,
+    adaptive_thinking: bool,
+    common: dict[str, Any],
+) -> Backend:
+    """The backend of a model server spoken to over HTTP, by the provider's dialect."""
     if provider.dialect == "openai-responses" or _responses(provider, model):
         from acp_server.backends.responses import ResponsesBackend
 
         return ResponsesBackend(provider.base_url, model, context_window=window, **common)
-    if provider.dialect == "openai":
+    if provider.dialect == "openai" and not looks_like_ollama(provider.base_url):
         from acp_server.backends.openai import OpenAIBackend
 
-        return OpenAIBackend(provider.base_url, model, **common)
-    if provider.dialect == "local":
-        return _local(model, env)
-    if provider.dialect == "ollama":
+        return OpenAIBackend(provider.base_url, model, window=window, **common)
+    if provider.dialect in ("openai", "ollama"):
+        # Ollama's OpenAI-compatible endpoint ignores the window; its native API takes it.
         from acp_server.backends.ollama import OllamaBackend
 
+        if provider.dialect == "openai":
+            log.info("%s is an Ollama server: using its native API", provider.base_url)
         return OllamaBackend(provider.base_url, model, num_ctx=window, **common)
     from acp_server.backends.anthropic import AnthropicBackend
 
@@ -208,6 +226,13 @@ def _responses(provider: Provider, model: str) -> bool:
     from acp_server.backends.responses import needs_responses
 
     return needs_responses(provider.base_url, model)
+
+
+def looks_like_ollama(base_url: str) -> bool:
+    """Whether an OpenAI-compatible URL is an Ollama server's `/v1` (its port, or its name)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    return parts.port == OLLAMA_PORT or host == "ollama" or host.startswith("ollama.")
 
 
 def _local(model: str, env: Mapping[str, str]) -> Backend:
@@ -280,6 +305,7 @@ async def probe_local(
                 for m in models
                 if isinstance(m, dict) and isinstance(n := m.get("name") or m.get("id"), str) and n
             ]
+            names = [n for n in names if redaction.redact(n) == n]  # never a listed secret
             if names:
                 log.info("using %s model %s found at %s", dialect, names[0], base)
                 return ModelSpec(dialect, names[0]), base
@@ -324,6 +350,10 @@ class AutoBackend:
     async def context_window(self) -> int | None:
         backend = await self._backend()
         return await backend.context_window() if backend else None
+
+    @property
+    def window_origin(self) -> str:
+        return window_origin(self._chosen) if self._chosen is not None else ""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         backend = await self._backend()

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from acp_server import __version__
-from acp_server.settings import context_window_flag
+from acp_server.settings import context_window_flag, sandbox_flag
 
 DESCRIPTION = """\
 A coding agent that editors launch as a subprocess and talk to over the Agent Client Protocol
@@ -135,6 +135,15 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="the model's context window in tokens, when its server does not say or says "
         "wrong (also ACP_SERVER_CONTEXT_WINDOW; the smallest known window is used)",
+    )
+    parser.add_argument(
+        "--sandbox",
+        metavar="LEVEL",
+        type=sandbox_flag,
+        default=argparse.SUPPRESS,
+        help="where the commands the model runs are confined: off, read-only, "
+        "workspace-write (the default: writes only in the session's folders, no network) or "
+        "workspace-net (also ACP_SERVER_SANDBOX and the configuration file's `sandbox`)",
     )
 
 

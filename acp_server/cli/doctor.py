@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -20,12 +21,14 @@ from acp_server.doctor.local import (
     editor_command_check,
     log_check,
     permissions_check,
+    sandbox_check,
     store_check,
 )
 from acp_server.doctor.setup import read_setup
 
 if TYPE_CHECKING:
     from acp_server.models.catalogue import ModelEntry
+    from acp_server.settings import FetchSettings
     from acp_server.tools.mcp_config import ServerConfig
 
 EXIT_OK = 0
@@ -46,6 +49,7 @@ async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check
     from acp_server.doctor.servers import first_model, server_checks
 
     script = getattr(args, "script", None) or env.get("ACP_SERVER_SCRIPT")
+    fetch = None  # the configuration file's [fetch]
     if script:
         checks = [ok(f"Model: none asked; the scripted backend plays {script}")]
     else:
@@ -53,8 +57,11 @@ async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check
         env = setup.config.environ(env)  # keys stored with `login`/`setup` count, as in a session
         remote, catalogue = await server_checks(setup, env)
         checks = [*setup.checks, *remote, *await _mcp(setup.config.mcp_servers)]
+        fetch = setup.config.fetch
         if getattr(args, "live", False):
             checks.append(await _live(checks, first_model(catalogue), env))
+        checks.append(sandbox_check(setup.config.sandbox, env))
+    checks += _tools(args, env, fetch)
     checks += [store_check(), permissions_check(), _log(args, env), editor_command_check()]
     return checks
 
@@ -78,6 +85,19 @@ async def _mcp(servers: Sequence[ServerConfig]) -> list[Check]:
     from acp_server.doctor.mcp import mcp_checks
 
     return await mcp_checks(servers, Path.cwd())
+
+
+def _tools(
+    args: argparse.Namespace, env: Mapping[str, str], fetch: FetchSettings | None
+) -> list[Check]:
+    """The instructions and tools a session here would have (fetch_url as a session has it)."""
+    from acp_server.doctor.tools import tools_checks
+    from acp_server.settings import Settings, SettingsError
+
+    with contextlib.suppress(SettingsError):  # the serve command says what is wrong
+        fetch = Settings.from_env(env).fetch.over(fetch)
+    option = getattr(args, "config", None)
+    return tools_checks(str(option) if option else None, Path.cwd(), fetch)
 
 
 def _log(args: argparse.Namespace, env: Mapping[str, str]) -> Check:

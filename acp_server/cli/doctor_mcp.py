@@ -1,6 +1,7 @@
 """`acp-server doctor --mcp JSON`: connect to MCP servers the way a session would, and say
-what came of it: each server's tools (the names the model sees, their kind and description),
-or why it could not be used. Useful when a user's server "does not show up".
+what came of it: each server's tools (the names the model sees, their kind, size in tokens
+and description) and their total size, or why it could not be used. Useful when a user's
+server "does not show up", or to see what a server costs every request.
 
 JSON is one server as an editor sends it in `mcpServers` (stdio: `name`, `command`, `args`,
 `env`; http/sse: `type`, `name`, `url`, `headers`), or a list of them. Exit code 0 when every
@@ -14,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from acp_server.doctor.mcp import hint, probe
+from acp_server.doctor.mcp import hint, probe, size
 from acp_server.errors import InvalidParams
 from acp_server.tools.mcp_config import ServerConfig, from_editor
 
@@ -59,6 +60,15 @@ async def _check_all(servers: list[ServerConfig], cwd: Path, out: TextIO) -> lis
     return results
 
 
+def _offered(server: ServerConfig) -> str:
+    """How a session offers its tools, for a person."""
+    if server.tools == "always":
+        return "always offered"
+    if server.tools == "deferred":
+        return "always found through search_tools"
+    return "deferred behind search_tools when all MCP tools exceed the tool budget"
+
+
 async def _check(server: ServerConfig, cwd: Path, out: TextIO) -> bool:
     """Connect to one server and list its tools; False when it cannot be used."""
     out.write(f"MCP server {server.name!r} ({server.describe()})\n")
@@ -66,7 +76,8 @@ async def _check(server: ServerConfig, cwd: Path, out: TextIO) -> bool:
     if found.why is not None:
         out.write(f"  not available: {found.why}.\n  {hint(server)}\n")
         return False
-    out.write(f"  connected in {found.seconds:.1f} s; {len(found.tools)} tool(s):\n")
+    out.write(f"  connected in {found.seconds:.1f} s; {size(found)} ({_offered(server)}):\n")
     for tool in found.tools:
-        out.write(f"    {tool.name}  [{tool.kind}]  {tool.about}".rstrip() + "\n")
+        line = f"    {tool.name}  [{tool.kind}]  ~{tool.tokens:,} tokens  {tool.about}"
+        out.write(line.rstrip() + "\n")
     return True

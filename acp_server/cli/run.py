@@ -114,6 +114,7 @@ def _server_argv(args: argparse.Namespace) -> list[str]:
         ("--script", "script"),
         ("--max-turn-requests", "max_turn_requests"),
         ("--context-window", "context_window"),
+        ("--sandbox", "sandbox"),
         ("--config", "config"),
     ):
         value = getattr(args, attr, None)

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from acp_server.models.source import ModelSource
 
 log = logging.getLogger("acp_server")
+
+BACKGROUND_SECONDS = 1.0  # on a signal, for stopping background commands before the rest
 
 # Shown when a person starts the server at a terminal, where it would otherwise sit silent.
 TERMINAL_HINT = (
@@ -98,6 +101,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         window = getattr(args, "context_window", None)
         settings = Settings.from_env(os.environ, context_window=window)
+        settings.config_option = getattr(args, "config", None)
         plan = log_plan(args, os.environ)
     except (SettingsError, LogSetupError) as exc:
         print(f"acp-server: {exc}", file=sys.stderr)
@@ -108,6 +112,11 @@ def serve(args: argparse.Namespace) -> int:
         print(TERMINAL_HINT, file=sys.stderr, flush=True)
     try:
         asyncio.run(_serve(wire_fd, args, settings))
+        # A connection attempt abandoned at teardown (a local server probed by discovery,
+        # whose address lookup came back from its thread after the loop had stopped) leaves
+        # an unstarted coroutine that Python reports on stderr at exit, which agent-shell
+        # shows as an error. Seen on loaded machines only; nothing is lost by it.
+        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
     except Exception as exc:  # a fatal error: the one thing stderr always shows
         log.exception("the server stopped on an unexpected error")
         sys.stderr.write(
@@ -150,9 +159,33 @@ async def _wind_down(timeout: float = 0.5) -> None:
         await asyncio.wait(others, timeout=max(deadline - loop.time(), 0))
 
 
+_stopping: list[asyncio.Task[None]] = []
+
+
+def _on_signal(serving: asyncio.Task[None]) -> None:
+    """SIGTERM / SIGINT: stop the background commands first, while the editor still answers
+    (an editor terminal is released with a request), then stop serving. A second signal stops
+    at once."""
+    if _stopping:
+        serving.cancel()
+        return
+
+    async def stop() -> None:
+        from acp_server.tools.jobs import close_everywhere
+
+        try:
+            await close_everywhere(BACKGROUND_SECONDS)
+        finally:
+            serving.cancel()
+
+    _stopping.append(asyncio.ensure_future(stop()))
+
+
 async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> None:
     if getattr(args, "max_turn_requests", None):
         settings.max_turn_requests = args.max_turn_requests
+    if getattr(args, "sandbox", None):
+        settings.sandbox = args.sandbox
     # One backend for every session of the process, made at the first one: a script's rounds
     # run on across sessions (as documented), and a probed local model is probed once.
     agent = AcpAgent(
@@ -169,7 +202,7 @@ async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> 
     task = asyncio.create_task(conn.serve())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, functools.partial(_on_signal, task))
     try:
         await task
         log.info("stopping: the editor closed stdin")

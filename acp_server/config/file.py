@@ -32,6 +32,7 @@ from acp_server.backends.providers import Price as Price
 from acp_server.backends.providers import Provider as Provider
 from acp_server.backends.providers import builtin_providers as builtin_providers
 from acp_server.config.tomllines import KeyPath, key_lines, line_of
+from acp_server.settings import FetchSettings
 from acp_server.tools.mcp_config import ServerConfig, from_file, remembered
 
 if TYPE_CHECKING:
@@ -64,6 +65,9 @@ class Config:
     default_mode: str | None = None
     compaction_model: str | None = None
     mcp_servers: tuple[ServerConfig, ...] = ()  # [mcp_servers.NAME]
+    fetch: FetchSettings = field(default_factory=FetchSettings)  # [fetch]
+    sandbox: str | None = None  # the sandbox level of commands
+    mcp_tool_share: float | None = None  # of the window, for MCP tools (None: the default)
     path: Path | None = None  # the file read (None: no file, built-in defaults)
     stamp: tuple[int, int] | None = field(default=None, compare=False)  # (mtime ns, size)
     # Stored keys by variable name: never printed (repr), never compared.
@@ -260,6 +264,13 @@ def _model_problems(models: list[Any], known: set[str], lines: dict[KeyPath, int
         elif name in names:
             where = _where(lines, ("models", n, "name"))
             problems.append(f"{where}: another model is already called {name!r}")
+        reserve, window = entry.get("reply_reserve"), entry.get("window")
+        if reserve is not None and window is not None and reserve * 2 >= window:
+            problems.append(
+                f"{_where(lines, ('models', n, 'reply_reserve'))}: the reply reserve "
+                f"({reserve:,}) must be less than half the window ({window:,}), so that most "
+                "of it is left for the conversation"
+            )
         values.add(value)
         if name:
             names.add(name)
@@ -309,6 +320,9 @@ def _build(
         default_mode=data.get("default_mode"),
         compaction_model=data.get("compaction_model"),
         mcp_servers=mcp_servers,
+        fetch=FetchSettings(**data.get("fetch", {})),
+        sandbox=data.get("sandbox"),
+        mcp_tool_share=data.get("mcp_tool_share"),
         path=path,
         stamp=stamp,
         keys=keys,

@@ -1,7 +1,8 @@
 """`render_effective`: the configuration in effect as TOML a person can read, secrets masked.
 
 For `acp-server config`: it shows where every provider points, which environment variable holds
-its key and whether that variable is set (never its value), and the models and defaults. Header
+its key and whether that variable is set (never its value), and the models and defaults (with
+the window the model catalogue gives a model the file gives none). Header
 values whose names suggest a secret, and passwords inside URLs, are masked.
 """
 
@@ -36,8 +37,11 @@ def render_effective(config: Config, env: Mapping[str, str] | None = None) -> st
                 f"{_toml(k)} = {_toml(_mask_header(k, v))}" for k, v in provider.headers
             )
             out.append(f"headers = {{ {shown} }}")
+    bases = {p.name: p.base_url for p in config.providers}
     for model in config.models:
         out += ["", "[[models]]", *_model_lines(model)]
+        if model.window is None:
+            out += _catalogue_window(model, bases.get(model.provider, ""))
     return "\n".join(out) + "\n"
 
 
@@ -54,6 +58,16 @@ def _model_lines(model: ModelConfig) -> list[str]:
     if model.price is not None:
         out.append(f"price = {{ input = {model.price.input}, output = {model.price.output} }}")
     return out
+
+
+def _catalogue_window(model: ModelConfig, base_url: str) -> list[str]:
+    """A comment with the window the model catalogue gives a model the file gives none."""
+    from acp_server.backends.catalog import lookup_at
+
+    facts = lookup_at(model.id, base_url) if base_url else None
+    if facts is None or facts.window is None:
+        return []
+    return [f"# window: {facts.window:,} tokens unless its server says, from {facts.source}"]
 
 
 def _toml(value: object) -> str:

@@ -6,16 +6,23 @@ loop uses it like this (see each module for the rules):
     budget = ContextBudget(Window(configured=..., discovered=...))      # one per session
     fit = budget.fit(system, tools, history)                            # before every request
     if fit.status == "too_large": tell the user fit.problem(); leave history alone
-    if fit.status == "compact": result = await compact(budget, system, tools, history, summarize)
+    if fit.status == "compact" and worth_compacting(budget, system, tools, history):
+        result = await compact(budget, system, tools, history, summarize)
     budget.after_round(fit, usage.prompt_tokens)   # -> lowered window: warn once, compact next
     budget.after_overflow(stream_error.overflow, fit)  # an overflow error: compact, retry once
     clip_result(text, fit.room, budget.estimator, tool_name)        # an oversized tool result
     usage_update: used = reported prompt tokens or fit.used, size = fit.window
 """
 
-from acp_server.context.compact import Compaction, Summarize, compact, shrank
+from acp_server.context.compact import (
+    Compaction,
+    Summarize,
+    compact,
+    shrank,
+    worth_compacting,
+)
 from acp_server.context.fit import ContextBudget, Fit
-from acp_server.context.profile import ToolProfile, apply_profile, choose_profile
+from acp_server.context.profile import ToolProfile, ToolRoom, apply_profile, choose_profile
 from acp_server.context.prune import prune_tool_outputs
 from acp_server.context.state import KeptState, is_state_message, rebuild
 from acp_server.context.summary import summary_request, transcript
@@ -31,6 +38,7 @@ __all__ = [
     "KeptState",
     "Summarize",
     "ToolProfile",
+    "ToolRoom",
     "Window",
     "apply_profile",
     "choose_profile",
@@ -44,4 +52,5 @@ __all__ = [
     "transcript",
     "truncate",
     "truncated_to",
+    "worth_compacting",
 ]

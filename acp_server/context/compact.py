@@ -4,16 +4,34 @@
     (b) summary of the older part         one tool-free model round (`summarize`)
     (c) deterministic truncation          always works; the fallback of (b)
 
-Each stage runs only when the previous one did not bring the request down to the goal (60 % of
-the room the system prompt and tools leave) by a clear margin. Pruning is judged with slack:
-a pruned request within `PRUNE_SLACK` of the goal either way is a close call, and a close call
-goes the way the session's previous compaction went (pruned: prune again; went further: go
-further). So a few tokens more or less (a longer working directory in the system prompt) do not
-flip a turn between a quick prune and a summary round, nor make a session alternate between
-them; a summary that fails, comes back
-empty, or is not clearly smaller than what it replaced falls through to truncation, and after
-`MAX_SUMMARY_FAILURES` failures in a row the session skips the summary. Nothing is mutated: the
-result is a new history for the caller to store.
+Only older exchanges are compacted: the current prompt stays as the user wrote it, and a
+request with nothing older than it (`compactable`) is left alone (it fits, or the fixed parts
+alone are too large and the caller says so).
+
+Compaction leaves room. A summary or a truncation aims at the goal (half the room the system
+prompt and tools leave), keeping a verbatim tail and a bounded state (`state`), so several turns
+fit before the next compaction. Pruning costs nothing, so it is enough when it brings the
+request to the goal, or near what a summary could reach anyway when that is more (the newest
+round, which no stage removes, plus the state): with a window that holds little more than one
+file read, most turns prune and a summary runs only every few turns. No stage cuts the round
+the model just asked for unless the request would not fit the budget otherwise. Pruning goes
+closer in only as needed: the last two exchanges' outputs stay, then the current exchange's,
+then only the newest round's.
+
+The choice has slack: a pruned request within `PRUNE_SLACK` of its goal is a close call, and a
+close call goes the way the session's previous compaction went (pruned: prune again; went
+further: go further), so a few tokens more or less (a longer working directory in the system
+prompt) do not flip a turn between a quick prune and a summary round. A summary that fails,
+comes back empty, or is not clearly smaller than what it replaced falls through to truncation,
+and after `MAX_SUMMARY_FAILURES` failures in a row the session skips the summary. A summary
+that could free only a little (`MIN_GAIN_SHARE`: the rest is the newest round and the state) is
+not worth its model round while the request fits: the request is then sent as it is
+(`worth_compacting` says so beforehand, so nothing is shown).
+
+A compaction never leaves the request larger than it found it (it then changes nothing), and
+one that cannot bring the request under the trigger tells the budget what it left (`floor`),
+so the same useless compaction is not tried again until the conversation has grown. Nothing is
+mutated: the result is a new history for the caller to store.
 
 A `/compact` (manual) always goes on to the summary when there is an older part to summarize.
 Cancellation of `summarize` propagates (the history is then unchanged, and still valid).
@@ -27,8 +45,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from acp_server.context.fit import ContextBudget, Fit
-from acp_server.context.prune import prune_tool_outputs
-from acp_server.context.state import is_state_message, rebuild, round_starts
+from acp_server.context.prune import exchange_start, prune_tool_outputs
+from acp_server.context.state import ACK, is_state_message, rebuild, round_starts
 from acp_server.context.summary import summary_request
 from acp_server.context.tokens import Estimator
 from acp_server.context.truncate import tail_start, truncate
@@ -40,13 +58,18 @@ log = logging.getLogger(__name__)
 Summarize = Callable[[ModelRequest], Awaitable[str | None]]
 Stage = Literal["none", "prune", "summary", "truncate"]
 
-GOAL_SHARE = 0.6  # of the room left by the system prompt and tools, after a compaction
-KEEP_OUTPUTS_SHARE = 0.25  # newest tool outputs kept whole by pruning
-TAIL_SHARE = 0.3  # newest rounds kept verbatim after a summary
-USER_SHARE = 0.1  # the user's earlier messages kept verbatim in the state
-SUMMARY_SHARE = 0.15  # the summary's own length (its max_tokens)
+# Shares of the room the system prompt and tools leave for messages under the trigger (what a
+# compaction leaves), and of the whole budget's room (the margins of its decisions).
+GOAL_SHARE = 0.5  # the most a summary or truncation leaves, the newest round allowing
+KEEP_OUTPUTS_SHARE = 0.25  # newest older tool outputs kept whole by pruning
+TAIL_SHARE = 0.15  # newest rounds kept verbatim after a summary (at least the newest round)
+USER_SHARE = 0.08  # the user's earlier messages in the state (its file lists: half of it)
+SUMMARY_SHARE = 0.1  # the summary's own length (its max_tokens)
+NEAR_BEST_SHARE = 0.1  # pruning this close to what a summary could reach is enough
+MIN_GAIN_SHARE = 0.15  # a summary must be expected to free at least this much
+LIMIT_MARGIN = 0.01  # a compacted request stays this far under the budget
+PRUNE_SLACK = 0.03  # a pruned request this close to its goal is a close call
 SHRINK_MARGIN = 0.1  # a stage must shrink the request by at least this share
-PRUNE_SLACK = 0.05  # of the room: a pruned request this close to the goal is a close call
 MAX_SUMMARY_FAILURES = 2
 
 
@@ -75,6 +98,39 @@ def shrank(before: int, after: int, margin: float = SHRINK_MARGIN) -> bool:
     return after <= before * (1 - margin)
 
 
+def worth_compacting(
+    budget: ContextBudget, system: str, tools: Sequence[ToolSpec], history: Sequence[Message]
+) -> bool:
+    """Would an automatic compaction do anything: is there an older part, and would pruning
+    be enough or a summary free a clear share? (Nothing is shown when it would not.)"""
+    fit = budget.fit(system, tools, history)
+    if fit.status == "too_large" or not compactable(history):
+        return False
+    plan = _Plan(fit, budget.estimator)
+    return _prune_point(budget, plan, history) is not None or _summary_pays(plan, history)
+
+
+def compactable(history: Sequence[Message]) -> bool:
+    """Is there an older part to compact: a message before the newest round that is neither
+    the current prompt nor the lead of an earlier compaction?"""
+    starts = round_starts(history)
+    newest = starts[-1] if starts else 0
+    current = _newest_exchange(history)
+    lead = _lead(history)
+    return any(index != current for index in range(lead, newest))
+
+
+def _lead(history: Sequence[Message]) -> int:
+    """How many messages an earlier compaction put first (its state, its acknowledgement)."""
+    if not history or not is_state_message(history[0]):
+        return 0
+    if len(history) < 2:
+        return 1
+    second = history[1]
+    acked = second.role == "assistant" and second.text == ACK and not second.tool_calls
+    return 2 if acked else 1
+
+
 @dataclass(frozen=True)
 class _Plan:
     """Token amounts of one compaction, from the fit that asked for it."""
@@ -84,16 +140,28 @@ class _Plan:
 
     @property
     def room(self) -> int:
-        """The budget minus the system prompt and tools: what messages may use."""
-        return self.fit.budget - self.fit.system - self.fit.tools
+        """What messages may use under the trigger (the system prompt and tools take the
+        rest): every share is of this, so a large fixed part does not leave the goal at the
+        trigger itself."""
+        return self.fit.trigger - self.fit.system - self.fit.tools
 
     def share(self, part: float) -> int:
         return max(int(self.room * part), 0)
 
+    def budget_share(self, part: float) -> int:
+        """A share of the whole budget's room for messages: for the margins of a decision,
+        which must not vanish when the fixed part leaves little room under the trigger."""
+        return max(int((self.fit.budget - self.fit.system - self.fit.tools) * part), 0)
+
     @property
     def goal(self) -> int:
-        """The whole request after a compaction, at most."""
+        """The whole request after a summary or truncation, at most (the newest round allowing)."""
         return self.fit.system + self.fit.tools + self.share(GOAL_SHARE)
+
+    @property
+    def limit(self) -> int:
+        """The most a compaction may leave: the budget, less a margin."""
+        return self.fit.budget - self.budget_share(LIMIT_MARGIN)
 
     @property
     def user_chars(self) -> int:
@@ -104,10 +172,31 @@ class _Plan:
 
     def split(self, history: Sequence[Message]) -> int:
         """Where the verbatim tail starts: the newest rounds within its share, and at least the
-        newest round (the results the model asked for just now; clipped if too large)."""
-        starts = round_starts(history)
-        newest = starts[-1] if starts else 0
-        return min(tail_start(history, self.share(TAIL_SHARE), self.est), newest)
+        newest round (the results the model asked for just now; clipped if too large), or the
+        whole current exchange when it fits the goal beside the state (the prompt stays a
+        message)."""
+        tail = tail_start(history, self.share(TAIL_SHARE), self.est)
+        current = _newest_exchange(history)
+        room = self.share(GOAL_SHARE) - self.share(USER_SHARE)
+        if current and self.est.corrected(self.est.messages(history[current:])) <= room:
+            return min(tail, current)
+        return min(tail, _newest(history))
+
+    def best(self, history: Sequence[Message]) -> int:
+        """The least a summary could leave: the state and the newest round."""
+        return self.total(rebuild(history, _newest(history), None, self.user_chars))
+
+    def prune_goal(self, history: Sequence[Message]) -> int:
+        """What pruning must reach: the goal, or near the least a summary could leave when
+        that is more; within the limit."""
+        near = self.best(history) + self.budget_share(NEAR_BEST_SHARE)
+        return min(max(self.goal, near), self.limit)
+
+
+def _newest(history: Sequence[Message]) -> int:
+    """Where the newest round starts."""
+    starts = round_starts(history)
+    return starts[-1] if starts else 0
 
 
 async def compact(
@@ -120,15 +209,47 @@ async def compact(
     focus: str = "",
     manual: bool = False,
 ) -> Compaction:
-    """Compact `history` so the request fits with a margin; see the module docstring."""
+    """Compact `history` so the request fits with room to spare; see the module docstring."""
     fit = budget.fit(system, tools, history)
-    if fit.status == "too_large":  # nothing to gain: the caller tells the user fit.problem()
+    # Too large: nothing to gain, the caller tells the user fit.problem(). Nothing older: the
+    # current prompt is never condensed.
+    if fit.status == "too_large" or not compactable(history):
         return Compaction(list(history), "none", fit.used, fit.used)
     plan = _Plan(fit, budget.estimator)
+    result = await _stages(budget, plan, history, summarize, focus, manual)
+    return _settled(budget, plan, history, result)
+
+
+def _settled(
+    budget: ContextBudget, plan: _Plan, history: Sequence[Message], result: Compaction
+) -> Compaction:
+    """The result, unless it grew the request (then nothing changes); and the floor below
+    which the next compaction would be as useless."""
+    if result.stage != "none" and result.after >= result.before:
+        log.info("context: a compaction would not shrink the request (%s)", result.describe())
+        budget.floor = result.before
+        return Compaction(list(history), "none", result.before, result.before)
+    budget.floor = result.after if result.after > plan.fit.trigger else 0
+    return result
+
+
+async def _stages(
+    budget: ContextBudget,
+    plan: _Plan,
+    history: Sequence[Message],
+    summarize: Summarize | None,
+    focus: str,
+    manual: bool,
+) -> Compaction:
+    fit = plan.fit
     if not manual:
-        pruned = _prune(budget, plan, history)
-        if pruned is not None:
+        protect = _prune_point(budget, plan, history)
+        budget.went_past_pruning = protect is None
+        if protect is not None:
+            pruned = _pruned(plan, history, protect)
             return Compaction(pruned, "prune", fit.used, plan.total(pruned))
+        if not _summary_pays(plan, history):
+            return Compaction(list(history), "none", fit.used, fit.used)
     pruned = prune_tool_outputs(history, plan.est, plan.share(KEEP_OUTPUTS_SHARE))
     split = plan.split(pruned)
     if split == 0 and manual:  # all of it fits the tail's share: keep the newest exchange only
@@ -142,29 +263,48 @@ async def compact(
         if rebuilt is not None:
             return Compaction(rebuilt, "summary", fit.used, plan.total(rebuilt), text)
     problems.append(why)
-    cut = truncate(pruned, plan.goal - fit.system - fit.tools, plan.est, plan.user_chars)
+    room = plan.goal - fit.system - fit.tools
+    clip_to = plan.limit - fit.system - fit.tools
+    cut = truncate(pruned, room, plan.est, plan.user_chars, clip_to=clip_to)
     log.info("context: truncated the history (%s)", "; ".join(problems))
     return Compaction(cut, "truncate", fit.used, plan.total(cut), problems=tuple(problems))
 
 
-def _prune(budget: ContextBudget, plan: _Plan, history: Sequence[Message]) -> list[Message] | None:
-    """The pruned history when pruning alone is enough, else None (the next stages run).
+def _prune_point(budget: ContextBudget, plan: _Plan, history: Sequence[Message]) -> int | None:
+    """Where the outputs pruning keeps begin, when pruning alone is enough; None when not.
 
     Decided on the most pruning can do (every older output removed), which moves smoothly with
-    the sizes: how many outputs a share keeps jumps by a whole file. A close call (within the
-    slack of the goal) goes the way the previous compaction went. The newest older outputs are
-    then kept whole while they stay within their share and under the goal."""
-    least = prune_tool_outputs(history, plan.est, 0)
-    after = plan.total(least)
-    if abs(after - plan.goal) <= plan.share(PRUNE_SLACK):
-        enough = not budget.went_past_pruning
-    else:
-        enough = after < plan.goal
-    budget.went_past_pruning = not (enough and shrank(plan.fit.used, after))
-    if budget.went_past_pruning:
-        return None
-    keep = min(plan.share(KEEP_OUTPUTS_SHARE), plan.goal - after)
-    return prune_tool_outputs(history, plan.est, keep) if keep > 0 else least
+    the sizes: how many outputs a share keeps jumps by a whole file. The last two exchanges'
+    outputs are protected first, then only the current exchange's, then the newest round's."""
+    goal = plan.prune_goal(history)
+    slack = plan.budget_share(PRUNE_SLACK)
+    for protect in _protections(history):
+        after = plan.total(prune_tool_outputs(history, plan.est, 0, protect_from=protect))
+        close = abs(after - goal) <= slack  # a close call goes the way the last one went
+        enough = not budget.went_past_pruning if close else after < goal
+        if enough and shrank(plan.fit.used, after):
+            return protect
+    return None
+
+
+def _pruned(plan: _Plan, history: Sequence[Message], protect: int) -> list[Message]:
+    """Every older output pruned, but the newest ones within their share and the goal."""
+    least = prune_tool_outputs(history, plan.est, 0, protect_from=protect)
+    keep = min(plan.share(KEEP_OUTPUTS_SHARE), plan.prune_goal(history) - plan.total(least))
+    return prune_tool_outputs(history, plan.est, keep, protect_from=protect) if keep > 0 else least
+
+
+def _summary_pays(plan: _Plan, history: Sequence[Message]) -> bool:
+    """Is a summary worth its model round: the request does not fit otherwise, or it would
+    free a clear share of the room (not only the few messages beside a large newest round)?"""
+    gain = plan.fit.used - plan.best(history)
+    return plan.fit.used > plan.limit or gain >= plan.budget_share(MIN_GAIN_SHARE)
+
+
+def _protections(history: Sequence[Message]) -> list[int]:
+    """Where the outputs pruning keeps begin, from the most kept to the least."""
+    points = [exchange_start(history, 2), exchange_start(history, 1), _newest(history)]
+    return sorted(set(points))
 
 
 def _newest_exchange(history: Sequence[Message]) -> int:
@@ -196,9 +336,10 @@ async def _summary_stage(
     text, why = await _summary(budget, history[:split], summarize, focus, plan)
     if text is not None:
         rebuilt = rebuild(history, split, text, plan.user_chars)
-        if plan.total(rebuilt) > plan.goal:  # the newest round is large: clip it, keep the rest
+        if plan.total(rebuilt) > plan.limit:  # the newest round is large: clip it
             room = plan.goal - plan.fit.system - plan.fit.tools
-            rebuilt = truncate(history, room, plan.est, plan.user_chars, text, floor=split)
+            clip_to = plan.limit - plan.fit.system - plan.fit.tools
+            rebuilt = truncate(history, room, plan.est, plan.user_chars, text, split, clip_to)
         if plan.total(rebuilt) <= plan.fit.budget:
             budget.summary_failures = 0
             return rebuilt, text, ""

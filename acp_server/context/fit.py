@@ -6,7 +6,10 @@ request (tool rounds included) and answers with a `Fit`:
 
 - "fits": send it;
 - "compact": the request is above the compaction threshold (85 % of the budget, so the summary
-  request itself still fits): compact first;
+  request itself still fits): compact first. When the last compaction could not bring the
+  request under it (the kept state and the newest round alone are that large), the threshold
+  is raised to what that compaction left plus `REGROW` of the room (at most the budget): the
+  same useless compaction is not tried again on every turn;
 - "too_large": the fixed parts alone (system prompt, tool descriptions and the current prompt)
   do not fit; no compaction can help, `problem()` says which part and by how much.
 
@@ -23,11 +26,25 @@ from dataclasses import dataclass
 from typing import Literal
 
 from acp_server.context.tokens import Estimator
-from acp_server.context.window import Window, truncated_to
+from acp_server.context.window import (
+    ADVICE,
+    SOURCES,
+    TRUNCATION_MIN_GAP,
+    TRUNCATION_SHARE,
+    Source,
+    Window,
+    truncated_to,
+)
 from acp_server.messages import ContextOverflow, Message, ToolSpec
 
 FitStatus = Literal["fits", "compact", "too_large"]
 THRESHOLD = 0.85  # compact above this share of the budget
+# A low prompt count no larger than this many times the tokens new since the last request is a
+# prompt cache counting only what it read anew (Ollama's prompt_eval_count), not a cut.
+CACHE_NET = 1.5
+# The most the truncation guard multiplies the raw estimate by (see `after_round`).
+TRUSTED_FACTOR = 1.5
+REGROW = 0.1  # of the room for messages: growth past a compaction that freed too little
 
 
 @dataclass(frozen=True)
@@ -36,12 +53,14 @@ class Fit:
 
     window: int
     budget: int  # window minus the reply reserve
-    threshold: int
+    threshold: int  # compact above this (the trigger, raised after a compaction freed too little)
+    trigger: int  # the share of the budget compaction aims to stay under
     system: int
     tools: int
     prompt: int  # the current prompt: the latest user message
     history: int  # every message, the current prompt included
     raw_text: int  # the raw estimate without image tokens (for the truncation guard)
+    source: Source = "default"  # where the window came from
 
     @property
     def used(self) -> int:
@@ -77,10 +96,11 @@ class Fit:
         advice = (
             "Shorten the message or attach less, or use a model with a larger context window."
             if largest == "your message"
-            else "Use a model with a larger context window (or check --context-window)."
+            else ADVICE[self.source]
         )
         return (
-            f"This request cannot fit the model's context window of {self.window:,} tokens, "
+            f"This request cannot fit the model's context window of {self.window:,} tokens "
+            f"({SOURCES[self.source]}), "
             f"even with the earlier conversation removed: it needs about {self.fixed:,} tokens "
             f"but only {self.budget:,} are available ({self.window - self.budget:,} are kept "
             f"free for the reply), about {self.fixed - self.budget:,} too many. The largest "
@@ -129,44 +149,79 @@ class ContextBudget:
         self.threshold = threshold
         self.summary_failures = 0  # consecutive failed summaries (reset by a good one)
         self.went_past_pruning = False  # the last compaction needed more than pruning
+        self.floor = 0  # what the last compaction left when it could not get under the trigger
         self._meter = _Meter(self.estimator)
         self._system: tuple[str, int] = ("", 0)
         self._tools: tuple[tuple[ToolSpec, ...], int] = ((), 0)
+        self._last_sent = 0  # the previous request's prompt, as the truncation guard counts it
 
     def fit(self, system: str, tools: Sequence[ToolSpec], history: Sequence[Message]) -> Fit:
-        """Measure a request before it is sent."""
+        """Measure a request before it is sent. A window learned from low prompt counts that
+        cannot hold the fixed parts is dropped first: it is never a reason to refuse."""
+        fit = self._measure(system, tools, history)
+        if fit.fixed > fit.budget and self.window.doubtful():
+            fit = self._measure(system, tools, history)
+        return fit
+
+    def _measure(self, system: str, tools: Sequence[ToolSpec], history: Sequence[Message]) -> Fit:
         seq = history if isinstance(history, list) else list(history)
         self._meter.measure(seq)
         meter, est = self._meter, self.estimator
         prompt = est.message(seq[meter.last_user])[0] if meter.last_user >= 0 else 0
         budget = self.window.budget
+        trigger = int(budget * self.threshold)
+        system_tokens = est.corrected(self._system_tokens(system))
+        tools_tokens = est.corrected(self._tool_tokens(tools)) + est.overhead
+        messages = est.corrected(meter.tokens)
+        if self.floor and system_tokens + tools_tokens + messages <= trigger:
+            self.floor = 0  # the conversation got smaller (/clear, a new model): start afresh
+        threshold = trigger
+        if self.floor:
+            regrow = int(max(budget - system_tokens - tools_tokens, 0) * REGROW)
+            threshold = min(max(trigger, self.floor + regrow), budget)
         return Fit(
             window=self.window.size,
             budget=budget,
-            threshold=int(budget * self.threshold),
-            system=est.corrected(self._system_tokens(system)),
-            tools=est.corrected(self._tool_tokens(tools)) + est.overhead,
+            threshold=threshold,
+            trigger=trigger,
+            system=system_tokens,
+            tools=tools_tokens,
             prompt=est.corrected(prompt),
-            history=est.corrected(meter.tokens),
+            history=messages,
             raw_text=self._system[1] + self._tools[1] + meter.tokens - meter.images,
+            source=self.window.source,
         )
 
-    def after_round(self, fit: Fit, reported_prompt_tokens: int) -> int | None:
-        """After a model round, with the prompt tokens the server reported: run the
-        silent-truncation guard (returns the window it was lowered to, for a warning), or
-        learn the estimate's correction from the report (returns None)."""
+    def after_round(self, fit: Fit, reported: int, cached: int = 0, reply: int = 0) -> int | None:
+        """After a model round, with the prompt tokens the server `reported` (and the part of
+        them it said came from its prompt cache): run the silent-truncation guard (returns the
+        window it was lowered to, for a warning), or learn the estimate's correction from the
+        report (returns None). A cut is believed only when the next report agrees."""
         est = self.estimator
         # Never below the raw estimate: capped reports may have taught the factor down before
-        # the cut became obvious, which would hide it.
-        sent = math.ceil(fit.raw_text * max(est.factor, 1.0)) + est.overhead
-        kept = truncated_to(sent, reported_prompt_tokens)
-        if kept is not None:
-            self.window.lower(kept)
-            est.factor = max(est.factor, 1.0)  # what the capped reports taught is wrong
-            est.forget_fixed()
-            return self.window.size
-        est.observe(fit.raw_text, reported_prompt_tokens)
-        return None
+        # the cut became obvious, which would hide it. Never above TRUSTED_FACTOR times it
+        # either: a slope fitted through a few reports can overshoot (1.9 after a compaction
+        # changed what the history is made of), and every honest count then looks like a cut.
+        factor = min(max(est.factor, 1.0), TRUSTED_FACTOR)
+        sent = math.ceil(fit.raw_text * factor) + est.overhead
+        fresh, last = sent - self._last_sent, self._last_sent
+        self._last_sent = sent
+        # A server that reports a cache hit may count only the tokens it read anew: the guard
+        # takes the most it may have read.
+        kept = truncated_to(sent, reported + cached)
+        if kept is None:
+            if reported + cached < sent * TRUNCATION_SHARE:
+                return None  # too low to be a window (a prompt cache's count): teaches nothing
+            self.window.plausible(reported + reply)
+            est.observe(fit.raw_text, reported)
+            return None
+        if last and kept <= fresh * CACHE_NET + TRUNCATION_MIN_GAP:
+            return None  # only what was new since the last request: a prompt cache's count
+        if not self.window.suspect_cut(kept):
+            return None
+        est.factor = max(est.factor, 1.0)  # what the capped reports taught is wrong
+        est.forget_fixed()
+        return self.window.size
 
     def after_overflow(self, overflow: ContextOverflow, fit: Fit | None = None) -> None:
         """After the server refused a request as too long (`StreamError.overflow`): learn the

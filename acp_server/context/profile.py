@@ -1,17 +1,19 @@
 """The compact tool profile for small windows: which tools to offer, and how briefly.
 
-Today the system prompt and the eight tool schemas take ~3,000 tokens: a 4,096-token model would
-have almost no room left. Below `SMALL_WINDOW` the profile is compact: every description is cut
-to its first sentence (no examples, no defaults), and the rarely needed tools are left out, in
-`LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is within a quarter of the
-window. The core tools (read, edit, run) are never left out. This module only decides and
-measures; the session applies it.
+The system prompt and the tool schemas take ~4,000 tokens or more: a 4,096-token model would
+have almost no room left. Below `SMALL_WINDOW`, and at it when the full tools would take more
+than a quarter of it (8,192 is also the default window of a model nobody described), the
+profile is compact: every description is cut to its first sentence (no examples, no defaults),
+parameters that need a tool left out go with it (`COMPANIONS`), and the rarely needed tools are
+left out, in `LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is within a quarter
+of the window. The core tools (read, edit, run) are never left out. This module only decides
+and measures; the session applies it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +22,30 @@ from acp_server.messages import ToolSpec
 
 SMALL_WINDOW = 8192
 FIXED_SHARE = 0.25  # of the window, the most the system prompt and tools should take
-LEAVE_OUT_ORDER = ("list_directory", "glob", "update_plan", "write_file", "grep")
+LEAVE_OUT_ORDER = (
+    "fetch_url",
+    "stop_command",
+    "command_output",
+    "list_directory",
+    "glob",
+    "update_plan",
+    "write_file",
+    "grep",
+)
 DROPPED_KEYS = frozenset({"$schema", "default", "examples"})
+# Parameters that only make sense with a tool that may be left out: gone with it.
+COMPANIONS: dict[str, dict[str, tuple[str, ...]]] = {
+    "run_command": {"command_output": ("background", "stop_on_cancel")},
+}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+@dataclass(frozen=True)
+class ToolRoom:
+    """What the tools of a request are measured against: the window, and how tools count."""
+
+    window: int
+    measure: Callable[[Sequence[ToolSpec]], int]
 
 
 @dataclass(frozen=True)
@@ -51,9 +74,16 @@ def first_sentence(text: str) -> str:
     return _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
 
 
-def shorten(spec: ToolSpec) -> ToolSpec:
-    """The tool with first-sentence descriptions and no examples or defaults."""
-    return ToolSpec(spec.name, first_sentence(spec.description), _brief(spec.parameters))
+def shorten(spec: ToolSpec, left_out: Sequence[str] = ()) -> ToolSpec:
+    """The tool with first-sentence descriptions and no examples or defaults, without the
+    parameters that need a tool left out (`COMPANIONS`)."""
+    parameters = _brief(spec.parameters)
+    drop = {p for tool, names in COMPANIONS.get(spec.name, {}).items() if tool in left_out
+            for p in names}  # fmt: skip
+    if drop and isinstance(parameters.get("properties"), dict):
+        kept = {k: v for k, v in parameters["properties"].items() if k not in drop}
+        parameters = {**parameters, "properties": kept}
+    return ToolSpec(spec.name, first_sentence(spec.description), parameters)
 
 
 def _brief(schema: Any) -> Any:
@@ -69,7 +99,7 @@ def _brief(schema: Any) -> Any:
 
 def apply_profile(profile: ToolProfile, tools: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
     kept = tuple(t for t in tools if t.name not in profile.leave_out)
-    return tuple(shorten(t) for t in kept) if profile.compact else kept
+    return tuple(shorten(t, profile.leave_out) for t in kept) if profile.compact else kept
 
 
 def choose_profile(
@@ -83,15 +113,17 @@ def choose_profile(
 
     full = fixed(tools)
     limit = int(window * FIXED_SHARE)
-    if window >= SMALL_WINDOW:
+    if window > SMALL_WINDOW or (window == SMALL_WINDOW and full <= limit):
         return ToolProfile(False, (), full, full, limit)
-    short = [shorten(t) for t in tools]
     names = {t.name for t in tools}
     left: list[str] = []
     for name in LEAVE_OUT_ORDER:
-        if fixed([t for t in short if t.name not in left]) <= limit:
+        if fixed(_compact(tools, left)) <= limit:
             break
         if name in names:
             left.append(name)
-    kept = [t for t in short if t.name not in left]
-    return ToolProfile(True, tuple(left), full, fixed(kept), limit)
+    return ToolProfile(True, tuple(left), full, fixed(_compact(tools, left)), limit)
+
+
+def _compact(tools: Sequence[ToolSpec], left: Sequence[str]) -> list[ToolSpec]:
+    return [shorten(t, left) for t in tools if t.name not in left]

@@ -2,8 +2,9 @@
 
 Tool outputs are what fills a coding session's context: a file read twenty rounds ago is rarely
 needed verbatim again. The outputs of the last two exchanges (an exchange starts at a user
-message) stay whole, and so do the newest other outputs while `keep_tokens` last; every older
-one is replaced by a one-line note that says what it was, so the model can run the tool again.
+message; or from `protect_from`, when compaction needs to prune closer in) stay whole, and so
+do the newest other outputs while `keep_tokens` last; every older one is replaced by a one-line
+note that says what it was, so the model can run the tool again.
 The structure is untouched: each call keeps exactly one result.
 """
 
@@ -36,10 +37,11 @@ def prune_tool_outputs(
     estimator: Estimator,
     keep_tokens: int,
     keep_exchanges: int = KEEP_EXCHANGES,
+    protect_from: int | None = None,
 ) -> list[Message]:
     """A new history with old tool outputs replaced by notes (the input is not changed)."""
     out = list(history)
-    protected = _exchange_start(out, keep_exchanges)
+    protected = exchange_start(out, keep_exchanges) if protect_from is None else protect_from
     calls = _calls_by_result(out)
     kept = 0
     for index in range(protected - 1, -1, -1):
@@ -56,7 +58,7 @@ def prune_tool_outputs(
     return out
 
 
-def _exchange_start(history: list[Message], exchanges: int) -> int:
+def exchange_start(history: Sequence[Message], exchanges: int) -> int:
     """Index of the user message that starts the `exchanges`-th last exchange (0 if fewer)."""
     seen = 0
     for index in range(len(history) - 1, -1, -1):

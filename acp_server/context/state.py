@@ -5,7 +5,11 @@ itself and written back verbatim after every compaction:
 
 - the user's messages (newest first within a budget; the latest one always),
 - the current plan (the arguments of the last `update_plan` call),
-- the files read and edited (from the tool calls, not from the model's prose).
+- the files read and edited (from the tool calls, not from the model's prose), the most
+  recently touched first within a budget, with a count of the ones left out.
+
+Both lists are bounded, so the state itself can never grow until a compaction frees nothing
+(many long prompts or paths); the current plan and the latest user message are always kept.
 
 The state rides in the first message of a compacted history (a user message that also carries
 the model's summary, or the "earlier messages were removed" placeholder), both as text the model
@@ -28,6 +32,7 @@ FILE_TOOLS: dict[str, tuple[str, str]] = {
     "write_file": ("edited", "path"),
 }
 PLAN_TOOL = "update_plan"
+FILE_CHARS = 400  # the file lists get at least this much, however small the room
 IMAGE_NOTE = "[attached an image]"
 SUMMARY_HEADING = "[Earlier conversation, compacted to make room in the context window]"
 NO_SUMMARY = (
@@ -44,6 +49,7 @@ class KeptState:
     plan: tuple[dict[str, Any], ...] | None = None
     files_read: tuple[str, ...] = ()
     files_edited: tuple[str, ...] = ()
+    files_left_out: int = 0  # older files touched, not listed (the lists are bounded)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +57,7 @@ class KeptState:
             "plan": None if self.plan is None else [dict(e) for e in self.plan],
             "files_read": list(self.files_read),
             "files_edited": list(self.files_edited),
+            "files_left_out": self.files_left_out,
         }
 
     @staticmethod
@@ -63,7 +70,12 @@ class KeptState:
             plan=tuple(e for e in plan if isinstance(e, dict)) if isinstance(plan, list) else None,
             files_read=tuple(str(p) for p in data.get("files_read") or ()),
             files_edited=tuple(str(p) for p in data.get("files_edited") or ()),
+            files_left_out=_count(data.get("files_left_out")),
         )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def is_state_message(message: Message) -> bool:
@@ -79,19 +91,22 @@ def user_text(message: Message) -> str:
 
 def collect(history: Sequence[Message], head_end: int, user_chars: int) -> KeptState:
     """The state of `history` for a compaction that replaces `history[:head_end]`: the user
-    messages of that part (the newest always, older ones while `user_chars` last), and the plan
-    and files of the whole history (earlier compactions' state included)."""
+    messages of that part (the newest always, older ones while `user_chars` last), the plan,
+    and the files of the whole history (earlier compactions' state included), the most
+    recently touched within half of `user_chars` (at least `FILE_CHARS`)."""
     users: list[str] = []
     read: dict[str, None] = {}
     edited: dict[str, None] = {}
     plan: tuple[dict[str, Any], ...] | None = None
+    left_out = 0
     for index, message in enumerate(history):
         if is_state_message(message):
             earlier = KeptState.from_json(message.extra[STATE_KEY])
             if index < head_end:
                 users.extend(earlier.user_messages)
-            read.update(dict.fromkeys(earlier.files_read))
-            edited.update(dict.fromkeys(earlier.files_edited))
+            _touch(read, earlier.files_read)
+            _touch(edited, earlier.files_edited)
+            left_out = earlier.files_left_out
             plan = earlier.plan if earlier.plan is not None else plan
         elif message.role == "user" and index < head_end:
             users.append(user_text(message))
@@ -101,8 +116,39 @@ def collect(history: Sequence[Message], head_end: int, user_chars: int) -> KeptS
             kind, key = FILE_TOOLS.get(call.name, ("", ""))
             path = call.arguments.get(key) if kind else None
             if isinstance(path, str) and path:
-                (read if kind == "read" else edited)[path] = None
-    return KeptState(_newest_within(users, user_chars), plan, tuple(read), tuple(edited))
+                _touch(read if kind == "read" else edited, (path,))
+    file_chars = max(user_chars // 2, FILE_CHARS)
+    files_read, files_edited, dropped = _files_within(list(read), list(edited), file_chars)
+    current = not any(m.role == "user" and not is_state_message(m) for m in history[head_end:])
+    users_kept = _newest_within(users, user_chars, whole_newest=current)
+    return KeptState(users_kept, plan, files_read, files_edited, left_out + dropped)
+
+
+def _touch(files: dict[str, None], paths: Sequence[str]) -> None:
+    """Mark `paths` as the most recently touched (the dict keeps touch order)."""
+    for path in paths:
+        files.pop(path, None)
+        files[path] = None
+
+
+def _files_within(
+    read: list[str], edited: list[str], chars: int
+) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """The most recently touched files within `chars` (edited ones first, they matter more),
+    each list in touch order, and how many were left out. At least one of each is kept."""
+    kept: dict[str, set[str]] = {"edited": set(), "read": set()}
+    used = 0
+    for kind, paths in (("edited", edited), ("read", read)):
+        for path in reversed(paths):
+            if kept[kind] and used + len(path) > chars:
+                break
+            kept[kind].add(path)
+            used += len(path)
+    dropped = len(read) + len(edited) - len(kept["read"]) - len(kept["edited"])
+    in_order = [
+        tuple(p for p in ps if p in kept[k]) for k, ps in (("read", read), ("edited", edited))
+    ]
+    return in_order[0], in_order[1], dropped
 
 
 def _plan(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], ...] | None:
@@ -112,12 +158,19 @@ def _plan(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], ...] | 
     return tuple(e for e in entries if isinstance(e, dict) and isinstance(e.get("content"), str))
 
 
-def _newest_within(texts: list[str], chars: int) -> tuple[str, ...]:
+def _newest_within(texts: list[str], chars: int, whole_newest: bool) -> tuple[str, ...]:
+    """The newest texts within `chars`; the newest always, whole when it is the current prompt
+    (never condensed), else its start and end when it alone is over the budget."""
     kept: list[str] = []
     used = 0
     for text in reversed(texts):
         if kept and used + len(text) > chars:
             break
+        if not kept and not whole_newest and len(text) > chars:
+            half = max(chars // 2, 40)
+            text = (
+                f"{text[:half]}\n[... {len(text) - 2 * half:,} characters cut ...]\n{text[-half:]}"
+            )
         kept.append(text)
         used += len(text)
     return tuple(reversed(kept))
@@ -137,6 +190,8 @@ def render(state: KeptState, summary: str | None) -> str:
     for title, paths in (("Files read", state.files_read), ("Files edited", state.files_edited)):
         if paths:
             lines += ["", f"## {title}", *(f"- {p}" for p in paths)]
+    if state.files_left_out:
+        lines += ["", f"({state.files_left_out:,} files touched earlier are not listed.)"]
     return "\n".join(lines)
 
 

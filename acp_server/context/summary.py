@@ -87,6 +87,13 @@ def cut_middle(
     head, head_chars = _take(lines, int(room * head_share))
     tail, _ = _take(lines[len(head) :][::-1], room - head_chars)
     tail.reverse()
+    if head and not tail and len(head) < len(lines):
+        # The last line alone is longer than the room left (a final message without newlines):
+        # its end is kept, or the cut would drop where the conversation stands.
+        rest = room - head_chars
+        last = lines[-1]
+        lines = [*lines[:-1], last[: len(last) - rest], last[len(last) - rest :]]
+        tail = [lines[-1]] if rest > 0 else []
     if not head and not tail:  # one enormous line: cut characters
         keep = int(room * head_share)
         cut = len(text) - room

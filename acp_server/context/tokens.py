@@ -25,7 +25,8 @@ part alone over the budget) and every later turn failed.
 the system prompt or tool set changes). While they span too little of the history to show a
 slope, an excess over `factor · raw` is taken as overhead (the factor stays), and a shortfall
 lowers the factor halfway, overhead 0. Once they span `MIN_SPREAD` raw tokens, a least-squares
-line through them gives the factor (its slope, clamped) and the overhead (its intercept), raised
+line through them gives the factor (its slope, clamped, and never above the smallest
+reported/raw ratio: the overhead is never negative) and the overhead (its intercept), raised
 if needed so the newest report is never underestimated (an underestimate is the dangerous side).
 """
 
@@ -168,7 +169,12 @@ class Estimator:
         my = sum(y for _, y in self._reports) / n
         sxx = sum((x - mx) ** 2 for x, _ in self._reports)
         sxy = sum((x - mx) * (y - my) for x, y in self._reports)
-        self.factor = min(max(sxy / sxx, MIN_FACTOR), MAX_FACTOR)
+        # The overhead is never negative, so no report is below factor * raw: the slope can
+        # never exceed the smallest reported/raw ratio. A narrow spread of noisy reports
+        # (contents that tokenize differently) would otherwise fit a slope far steeper than
+        # any report shows, and overestimate every request after it.
+        steepest = max(min(y / x for x, y in self._reports), MIN_FACTOR)
+        self.factor = min(max(sxy / sxx, MIN_FACTOR), MAX_FACTOR, steepest)
         raw, reported = self._reports[-1]
         newest = reported - raw * self.factor
         self.overhead = max(math.ceil(max(my - self.factor * mx, newest)), 0)

@@ -4,7 +4,10 @@ Deterministic truncation keeps the newest whole rounds that fit, behind a placeh
 can read ("earlier messages were removed ...") that carries the kept state (the user's messages,
 the plan, the files). It needs no model round, so a session never wedges: it is what happens
 when the summary fails, comes back empty or too long, or is skipped after repeated failures.
-When even the newest round does not fit, its tool results are clipped.
+When even the newest round does not fit, its tool results are clipped (to `clip_to`, which may
+be more than the goal: a file the model just asked for is not cut only to leave room); a
+newest round without results (the current prompt) is kept whole: the user's own words are
+never condensed.
 """
 
 from __future__ import annotations
@@ -68,15 +71,19 @@ def truncate(
     user_chars: int,
     summary: str | None = None,
     floor: int = 0,
+    clip_to: int | None = None,
 ) -> list[Message]:
     """`[placeholder with the kept state (or `summary`), the newest whole rounds]` within
     `max_tokens` when at all possible (the state message itself is never cut). The tail starts
-    at `floor` or later (a summary covers what is before it)."""
+    at `floor` or later (a summary covers what is before it). When no whole round fits, the
+    newest one is kept, its results clipped to `clip_to` (default `max_tokens`) if needed."""
     starts = [s for s in round_starts(history) if s >= floor]
 
+    def size(out: list[Message]) -> int:
+        return estimator.corrected(estimator.messages(out))
+
     def fits(start: int) -> bool:
-        out = rebuild(history, start, summary, user_chars)
-        return estimator.corrected(estimator.messages(out)) <= max_tokens
+        return size(rebuild(history, start, summary, user_chars)) <= max_tokens
 
     # The earliest round start that fits; later starts keep less, so the answer is a boundary.
     low, high = 0, len(starts)
@@ -88,24 +95,32 @@ def truncate(
             low = middle + 1
     if low < len(starts):
         return rebuild(history, starts[low], summary, user_chars)
-    return _with_clipped_round(history, max_tokens, estimator, user_chars, summary)
+    limit = max_tokens if clip_to is None else max(clip_to, max_tokens)
+    begin = starts[-1] if starts else len(history)
+    whole = rebuild(history, begin, summary, user_chars)
+    if size(whole) <= limit:
+        return whole
+    return _with_clipped_round(history, begin, limit, estimator, user_chars, summary)
 
 
 def _with_clipped_round(
     history: Sequence[Message],
+    begin: int,
     max_tokens: int,
     estimator: Estimator,
     user_chars: int,
     summary: str | None,
 ) -> list[Message]:
-    """The newest round with its tool results clipped to share what is left; without it when
-    it has no results to clip."""
-    starts = round_starts(history)
-    begin = starts[-1] if starts else len(history)
+    """The newest round (from `begin`) with its tool results clipped to share what is left.
+    Without results (the current prompt), the round is kept whole, behind the state without
+    the user's earlier messages when the whole state does not fit."""
     last = list(history[begin:])
     results = [m for m in last if m.role == "tool"]
     if not results:
-        return rebuild(history, len(history), summary, user_chars)
+        built = rebuild(history, begin, summary, user_chars)
+        if estimator.corrected(estimator.messages(built)) <= max_tokens:
+            return built
+        return rebuild(history, begin, summary, 0)  # the plan and files still, never the round
     built = rebuild(history, begin, summary, user_chars)
     others = [m for m in built if m.role != "tool"]
     room = max_tokens - estimator.corrected(estimator.messages(others))

@@ -5,6 +5,13 @@
 - observed: learned the hard way, from a context-overflow error that names the window, or from
   the silent-truncation guard (the server counted far fewer prompt tokens than were sent).
 
+An observed window is a hypothesis, never a wedge. A low prompt count is believed only when it
+repeats (`suspect`: two in a row that agree; a single one may be a prompt cache counting only
+the tokens it read anew); an overflow error is believed at once. A count above the observed
+window disproves it (`plausible`: one learned from low counts is dropped, one learned from an
+error raised to what was read), and a window learned from low counts that cannot hold a
+request's fixed parts (system prompt, tools, the current message) is dropped (`doubtful`).
+
 Unknown is never "unlimited": with nothing known the window is a conservative 8,192 tokens.
 Part of the window is kept free for the reply (`reply_reserve`); the rest is the `budget` a
 request may fill.
@@ -13,6 +20,7 @@ request may fill.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 DEFAULT_WINDOW = 8192
 MIN_WINDOW = 512  # an observed window below this is a misreading, not a model
@@ -21,6 +29,17 @@ MAX_RESERVE = 4096
 TRUNCATION_SHARE = 0.7
 # ... and at least this many tokens fewer.
 TRUNCATION_MIN_GAP = 256
+# Two low counts in a row "agree" (the same cut) when they are this close.
+SAME_CUT = 0.2
+Source = Literal["configured", "discovered", "overflow", "truncation", "default"]
+SOURCES: dict[Source, str] = {
+    "configured": "as configured (--context-window, ACP_SERVER_CONTEXT_WINDOW or the "
+    "configuration file's window)",
+    "discovered": "as the model server reports it",
+    "overflow": 'as learned from the model server\'s "too long" error',
+    "truncation": "as learned from a model server that read only part of the prompt",
+    "default": "the default for a model whose window is not known",
+}
 
 
 @dataclass
@@ -29,6 +48,8 @@ class Window:
     discovered: int | None = None
     observed: int | None = None
     reserve: int | None = None  # tokens kept for the reply; None: min(4096, window / 4)
+    observed_from: Source = "overflow"  # how `observed` was learned
+    suspect: int | None = None  # the last low prompt count, not yet believed
 
     @property
     def known(self) -> bool:
@@ -39,6 +60,20 @@ class Window:
         """The effective window in tokens."""
         known = [n for n in (self.configured, self.discovered, self.observed) if n]
         return min(known) if known else DEFAULT_WINDOW
+
+    @property
+    def source(self) -> Source:
+        """Where the effective window comes from."""
+        size = self.size
+        if self.observed and self.observed == size:
+            return self.observed_from
+        if self.configured == size:
+            return "configured"
+        return "discovered" if self.discovered == size else "default"
+
+    def describe(self) -> str:
+        """The window and where it came from, for a person."""
+        return f"{self.size:,} tokens ({SOURCES[self.source]})"
 
     @property
     def reply_reserve(self) -> int:
@@ -52,12 +87,56 @@ class Window:
         """Tokens a request (system prompt, tools and messages) may use."""
         return self.size - self.reply_reserve
 
-    def lower(self, tokens: int) -> bool:
+    def lower(self, tokens: int, source: Source = "overflow") -> bool:
         """Record an observed window; True when the effective window shrank."""
         tokens = max(tokens, MIN_WINDOW)
         before = self.size
-        self.observed = tokens if self.observed is None else min(self.observed, tokens)
+        if self.observed is None or tokens < self.observed:
+            self.observed, self.observed_from = tokens, source
         return self.size < before
+
+    def suspect_cut(self, kept: int) -> bool:
+        """A prompt count that looks like a cut at `kept` tokens: believed (the window lowered;
+        True) only when the count before it looked like the same cut."""
+        previous, self.suspect = self.suspect, kept
+        if previous is None or abs(previous - kept) > SAME_CUT * max(previous, kept):
+            return False
+        self.suspect = None
+        return self.lower(kept, "truncation")
+
+    def plausible(self, read: int) -> bool:
+        """A round in which the server read `read` prompt and reply tokens in full: the
+        suspicion ends, and an observed window below it is wrong (True): one learned from low
+        counts is dropped, one learned from an error is raised to what was read."""
+        self.suspect = None
+        if self.observed is None or read <= self.observed:
+            return False
+        self.observed = None if self.observed_from == "truncation" else read
+        return True
+
+    def doubtful(self) -> bool:
+        """The request's fixed parts do not fit: a window learned from low prompt counts is
+        dropped rather than believed (the server will tell: an error or a full count). True
+        when it was dropped."""
+        if self.observed is None or self.source != "truncation":
+            return False
+        self.observed = None
+        return True
+
+
+ADVICE: dict[Source, str] = {
+    "configured": "Use a model with a larger context window, or, if this one takes more, raise "
+    "the configured window (--context-window, ACP_SERVER_CONTEXT_WINDOW or the configuration "
+    "file's window).",
+    "discovered": "Start the model server with a larger context (llama.cpp -c, Ollama's "
+    "num_ctx, LM Studio's context length), or use a model with a larger window.",
+    "overflow": "Start the model server with a larger context, or use a model with a larger "
+    "window.",
+    "truncation": "Start the model server with a larger context, or use a model with a larger "
+    "window.",
+    "default": "If the model takes more, set its real window with --context-window N (or the "
+    "configuration file's window); else use a model with a larger context window.",
+}
 
 
 def truncated_to(sent: int, reported: int) -> int | None:

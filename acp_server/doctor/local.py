@@ -1,5 +1,5 @@
 """The doctor's checks of this machine: the session store, the remembered permissions, the log
-file, and the command to put in an editor's settings."""
+file, the command to put in an editor's settings, and the sandbox commands run in."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import shutil
 import sqlite3
 import sys
+from collections.abc import Mapping
 from contextlib import closing
 from pathlib import Path
 
@@ -108,3 +109,21 @@ def _this_script(argv0: str, python: str) -> str | None:
         return os.path.abspath(script)
     beside = Path(python).parent / "acp-server"
     return str(beside) if beside.exists() else None
+
+
+def sandbox_check(level: str | None, env: Mapping[str, str]) -> Check:
+    """Which sandbox keeps the commands the model runs, and why (`tools.sandbox`)."""
+    from acp_server.tools.sandbox import DEFAULT_LEVEL, describe, forced_mechanism, parse_level
+
+    source = "ACP_SERVER_SANDBOX" if env.get("ACP_SERVER_SANDBOX") else "the configuration file"
+    chosen = env.get("ACP_SERVER_SANDBOX") or level
+    try:
+        picked = parse_level(chosen or DEFAULT_LEVEL, source)
+    except ValueError as exc:
+        return fail("Sandbox: the level cannot be used", str(exc))
+    where = f" (from {source})" if chosen else " (the default)"
+    how = forced_mechanism() if picked != "off" else None
+    line = describe(picked, how)
+    if picked != "off" and how is None:
+        return warn(line.split(":")[0] + where, line.split(": ", 1)[1])
+    return ok(line.rstrip(".") + where)

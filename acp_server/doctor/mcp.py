@@ -1,7 +1,8 @@
 """MCP servers, connected the way a session connects them: `probe` starts one, lists its tools
-(the names the model would see) and ends it. `acp-server doctor --mcp JSON` reports that in
-detail (`cli.doctor_mcp`); plain `acp-server doctor` gives one line per server of the
-configuration file (`mcp_checks`).
+(the names the model would see, and their size in tokens: what they add to every request
+unless they are deferred behind search_tools) and ends it. `acp-server doctor --mcp JSON`
+reports that in detail (`cli.doctor_mcp`); plain `acp-server doctor` gives one line per
+server of the configuration file (`mcp_checks`).
 
 No `mcp` import at module level: `probe` loads it only when there is a server to check.
 """
@@ -25,6 +26,7 @@ class Listed:
     name: str
     kind: str
     about: str  # the first line of its description
+    tokens: int = 0  # its name, description and schema, as the agent counts them
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,24 @@ class Probe:
     tools: list[Listed] = field(default_factory=list)
     why: str | None = None
 
+    @property
+    def tokens(self) -> int:
+        """What all its tools take in a request, in tokens."""
+        return sum(t.tokens for t in self.tools)
+
+
+def size(found: Probe) -> str:
+    """Its tools and their size, for a person: "12 tools, ~1,558 tokens"."""
+    count = len(found.tools)
+    return f"{count} tool{'' if count == 1 else 's'}, ~{found.tokens:,} tokens"
+
 
 async def probe(server: ServerConfig, cwd: Path) -> Probe:
     """Connect to `server` within its start-up timeout, list its tools, disconnect."""
+    from acp_server.context.tokens import Estimator
     from acp_server.tools.mcp import McpConnection, McpUnavailable
     from acp_server.tools.mcp_tools import kind_of, tools_of
+    from acp_server.tools.tool_search import spec_of
 
     connection = McpConnection(server, cwd, lambda _: None)
     started = time.monotonic()
@@ -50,11 +65,12 @@ async def probe(server: ServerConfig, cwd: Path) -> Probe:
         return Probe(server, why=str(exc))
     try:
         listed = []
+        count = Estimator().tools
         for tool, remote in zip(tools_of(connection, set()), connection.tools, strict=True):
             about = (remote.description or "").strip().splitlines()
-            listed.append(
-                Listed(tool.name, kind_of(remote.annotations)[0], about[0] if about else "")
-            )
+            kind = kind_of(remote.annotations)[0]
+            tokens = count([spec_of(tool)])
+            listed.append(Listed(tool.name, kind, about[0] if about else "", tokens))
         return Probe(server, time.monotonic() - started, listed)
     finally:
         await connection.close()
@@ -84,7 +100,4 @@ def _check(found: Probe) -> Check:
             f"{title}: not available, its tools would be missing from every session",
             f"{found.why}.\n{hint(server)}\n`acp-server doctor --mcp` checks a server by itself.",
         )
-    count = len(found.tools)
-    return ok(
-        f"{title}: connected in {found.seconds:.1f} s, {count} tool{'' if count == 1 else 's'}"
-    )
+    return ok(f"{title}: connected in {found.seconds:.1f} s, {size(found)}")

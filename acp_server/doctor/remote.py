@@ -12,12 +12,14 @@ from typing import Any
 
 import httpx
 
+from acp_server.backends import window_origin
 from acp_server.backends.discover import ollama_model
 from acp_server.backends.providers import HOSTED, Provider
 from acp_server.backends.select import from_provider, missing_provider_key
 from acp_server.doctor import Check, fail, ok, warn
 from acp_server.models.catalogue import ModelEntry
 from acp_server.redaction import redact
+from acp_server.settings import CONTEXT_WINDOW_ENV
 
 TIMEOUT = 3.0  # seconds for each request
 ANTHROPIC_VERSION = "2023-06-01"
@@ -183,9 +185,7 @@ async def model_checks(
     """The model is there; its window; whether it calls tools, where that is known."""
     if listing.models is not None and not served(entry.model, listing.models, entry.dialect):
         return [_absent(entry, listing.models)]
-    window, source = entry.window, "configured"
-    if window is None:
-        window, source = await _server_window(entry, env), "from the server"
+    window, source = _capped(*await _window(entry, env), env)
     tools = await _tools(client, entry)
     checks = [ok(f"Model {entry.value}: {_facts(window, source, tools)}")]
     if window is None:
@@ -195,10 +195,20 @@ async def model_checks(
     return checks
 
 
+def _capped(window: int | None, source: str, env: Mapping[str, str]) -> tuple[int | None, str]:
+    """ACP_SERVER_CONTEXT_WINDOW caps the window wherever it came from (the smaller wins)."""
+    text = env.get(CONTEXT_WINDOW_ENV, "").strip()
+    cap = int(text) if text.isdigit() and int(text) > 0 else None
+    if cap is None or (window is not None and window <= cap):
+        return window, source
+    was = f" ({window:,} {source})" if window is not None else ""
+    return cap, f"as {CONTEXT_WINDOW_ENV} sets it{was}"
+
+
 def _facts(window: int | None, source: str, tools: bool | None) -> str:
     parts = ["served"]
     if window is not None:
-        parts.append(f"context window {window:,} tokens ({source})")
+        parts.append(f"context window {window:,} tokens, {source}")
     if tools:
         parts.append("calls tools (its server says so)")
     elif tools is None:
@@ -216,8 +226,8 @@ def _absent(entry: ModelEntry, listed: Sequence[str]) -> Check:
 
 def _unknown_window(entry: ModelEntry) -> Check:
     return warn(
-        f"Model {entry.value}: its server does not say how long a context it takes, so the "
-        "agent assumes 8,192 tokens",
+        f"Model {entry.value}: neither its server nor the model catalogue says how long a "
+        "context it takes, so the agent assumes 8,192 tokens",
         f'Set it: `window = N` under the [[models]] entry with id = "{entry.model}" in the '
         "configuration file, or --context-window N.",
     )
@@ -231,13 +241,17 @@ def _no_tools(entry: ModelEntry) -> Check:
     )
 
 
-async def _server_window(entry: ModelEntry, env: Mapping[str, str]) -> int | None:
-    """The window as the agent itself would learn it (the backend's own discovery)."""
-    backend = from_provider(entry.provider, entry.model, env)
+async def _window(entry: ModelEntry, env: Mapping[str, str]) -> tuple[int | None, str]:
+    """(window, where it comes from) as the agent itself would learn it, in its order: the
+    configuration file, what the server reports, the model catalogue (the backend's own)."""
+    backend = from_provider(entry.provider, entry.model, env, window=entry.window)
     try:
-        return await asyncio.wait_for(backend.context_window(), TIMEOUT)
-    except (TimeoutError, httpx.HTTPError):
-        return None
+        window = await asyncio.wait_for(backend.context_window(), TIMEOUT)
+    except (TimeoutError, httpx.HTTPError):  # the server did not answer: what is known so far
+        window, source = entry.known_window()
+        return window, f"from the {'configuration file' if source == 'configured' else source}"
+    else:
+        return window, f"from {window_origin(backend) or 'the server'}"
     finally:
         closing = getattr(backend, "aclose", None)
         if closing is not None:

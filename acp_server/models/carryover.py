@@ -19,8 +19,8 @@ request goes to the new model, `carry_over` makes it something that model's API 
   refuses requests where it was). The compaction state (`extra["context_state"]`) is not
   private and always stays;
 - images become a short note where the target cannot take them: a model without image input,
-  a format the APIs do not read, an image in a reply, or in a tool result for the OpenAI
-  dialects (their tool results carry text only);
+  a format the APIs do not read, or an image in a reply (an image in a tool result stays: the
+  OpenAI dialects, whose results are text, send it in a user message after the results);
 - tool-call ids are rewritten, consistently for a call and its results, to fit the target: unique
   in the history and `[a-zA-Z0-9_-]{1,40}` (what Anthropic's pattern and OpenAI's length limit
   both accept), or exactly 9 letters and digits for Mistral-style servers. Ollama-made calls may
@@ -44,7 +44,6 @@ ID_STYLES: tuple[IdStyle, ...] = ("standard", "mistral")
 # What every vendor's image input reads; anything else becomes a note.
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 NEUTRAL_EXTRA = frozenset({STATE_KEY})  # `Message.extra` keys that belong to no vendor
-TEXT_TOOL_RESULTS = frozenset({"openai", "openai-responses"})  # dialects whose results are text
 
 _STANDARD_ID = re.compile(r"[a-zA-Z0-9_-]{1,40}")
 _MISTRAL_ID = re.compile(r"[a-zA-Z0-9]{9}")
@@ -157,7 +156,7 @@ def _image_refused(part: ImagePart, role: str, target: Target) -> str | None:
         return f"an image ({part.mime_type}) was here; the current model cannot see images"
     if part.mime_type not in IMAGE_TYPES:
         return f"an image in a format the model cannot read ({part.mime_type}) was here"
-    if role == "assistant" or (role == "tool" and target.dialect in TEXT_TOOL_RESULTS):
+    if role == "assistant":
         return f"an image ({part.mime_type}) was here; it cannot be passed on to this model"
     return None
 

@@ -22,8 +22,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from acp_server import redaction
+from acp_server.backends.catalog import ModelFacts, lookup_at
 from acp_server.config.file import Config, ModelConfig, Price, Provider, builtin_providers
 from acp_server.errors import InvalidParams
+from acp_server.settings import Settings
 from acp_server.thought import DESCRIPTIONS, NAMES, clamp, guess
 
 if TYPE_CHECKING:
@@ -35,6 +38,12 @@ MODEL_OPTION = "model"
 THOUGHT_OPTION = "thought_level"
 MODEL_ENV = "ACP_SERVER_MODEL"
 NAME_LIMIT = 32  # Zed cuts longer labels
+# The reply reserve of a model that thinks before it answers (its thinking counts as output):
+# the default quarter-of-the-window-up-to-4,096 would cut its answers short.
+THINKING_RESERVE = 16_384
+# The dialects whose model ids name hosted models the catalogue may know (an Ollama server
+# reports its own windows, and its model names are its own).
+CATALOGUED_DIALECTS = ("openai", "anthropic")
 VENDORS = {"openai": "OpenAI", "anthropic": "Anthropic", "ollama": "Ollama"}
 
 
@@ -65,6 +74,7 @@ class ModelEntry:
     adaptive_thinking: bool = False
     id_style: IdStyle = "standard"
     origin: str = "command line"  # "command line", "configuration file", "discovered"
+    facts: ModelFacts | None = None  # what the model catalogue knows of it (backends.catalog)
 
     @property
     def dialect(self) -> str:
@@ -76,11 +86,32 @@ class ModelEntry:
 
         return Target(self.dialect, self.model, self.images is not False, self.id_style)
 
+    def known_window(self) -> tuple[int | None, str]:
+        """(window, where it comes from) as known before the server is asked: the configuration
+        file's, else the model catalogue's; (None, "") when neither says."""
+        if self.window:
+            return self.window, "configured"
+        if self.facts is not None and self.facts.window:
+            return self.facts.window, "model catalogue"
+        return None, ""
+
+    def budget_settings(self, settings: Settings) -> Settings:
+        """The session's context settings for this model: the configuration file's
+        `reply_reserve` (unless the environment set one), a larger reserve for a model the
+        catalogue says thinks first."""
+        if settings.reply_reserve is not None:
+            return settings
+        reserve = self.reply_reserve
+        if reserve is None and self.facts is not None and self.facts.reasoning:
+            reserve = min(self.facts.output or THINKING_RESERVE, THINKING_RESERVE)
+        return replace(settings, reply_reserve=reserve) if reserve is not None else settings
+
     def description(self) -> str:
         """What a person sees on hover: the id, the window, the price, the abilities."""
         parts = [self.value]
-        if self.window:
-            parts.append(f"{_tokens(self.window)} context")
+        window, origin = self.known_window()
+        if window:
+            parts.append(f"{_tokens(window)} context ({origin})")
         if self.price is not None:
             parts.append(_price(self.price))
         if self.images is not None:
@@ -176,7 +207,12 @@ def split_value(text: str, providers: Mapping[str, Provider]) -> tuple[str, str]
 
 
 def _entry(m: ModelConfig, provider: Provider, origin: str) -> ModelEntry:
+    catalogued = provider.dialect in CATALOGUED_DIALECTS
+    facts = lookup_at(m.id, provider.base_url) if catalogued else None
     levels, adaptive = guess(provider.dialect, m.id)
+    if not levels and facts is not None:
+        levels, adaptive = _catalogue_levels(provider.dialect, facts)
+    images = m.images if m.images is not None or facts is None else facts.images
     return ModelEntry(
         value=m.value,
         provider=provider,
@@ -186,12 +222,28 @@ def _entry(m: ModelConfig, provider: Provider, origin: str) -> ModelEntry:
         reply_reserve=m.reply_reserve,
         price=m.price,
         tools=True if m.tools is None else m.tools,
-        images=m.images,
+        images=images,
         levels=levels if m.reasoning is None else m.reasoning,
         adaptive_thinking=adaptive if m.adaptive_thinking is None else m.adaptive_thinking,
         id_style="mistral" if m.tool_call_ids == "mistral" else "standard",
         origin=origin,
+        facts=facts,
     )
+
+
+def _catalogue_levels(dialect: str, facts: ModelFacts) -> tuple[tuple[str, ...], bool]:
+    """Thought levels for a model the name table does not know but the catalogue says thinks:
+    a newer Claude (adaptive thinking when the catalogue says so), or an OpenAI reasoning model
+    (`reasoning_effort`). Other vendors' knobs differ: they are offered none."""
+    if not facts.reasoning:
+        return (), False
+    if dialect == "anthropic" and facts.vendor == "anthropic":
+        if facts.adaptive_thinking:
+            return ("off", "on", "low", "medium", "high"), True
+        return ("off", "low", "medium", "high"), False
+    if dialect == "openai" and facts.completion_tokens:
+        return ("low", "medium", "high"), False
+    return (), False
 
 
 # ----- display names ----------------------------------------------------------------------------
@@ -255,7 +307,12 @@ def model_option(catalogue: Catalogue, current: ModelEntry) -> dict[str, Any]:
         entries.append(current)  # a chosen model not listed (yet): shown all the same
     groups: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
-        value = {"value": entry.value, "name": entry.name, "description": entry.description()}
+        # Names and descriptions may come from a model server: hidden like its error bodies.
+        value = {
+            "value": entry.value,
+            "name": redaction.redact(entry.name),
+            "description": redaction.redact(entry.description()),
+        }
         groups.setdefault(entry.provider.name, []).append(value)
     return {
         "id": MODEL_OPTION,
@@ -320,8 +377,8 @@ def provider_label(provider: Provider | None) -> str:
 
 
 def _tokens(n: int) -> str:
-    if n >= 1_000_000 and n % 100_000 == 0:
-        return f"{n / 1_000_000:g}M"
+    if n >= 1_000_000:  # 1,047,576 is "1M", 1,500,000 "1.5M"
+        return f"{n / 1_000_000:.1f}".removesuffix(".0") + "M"
     return f"{round(n / 1000)}k" if n >= 1000 else str(n)
 
 

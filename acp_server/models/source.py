@@ -35,6 +35,7 @@ from acp_server.backends.select import missing_provider_key
 from acp_server.config.file import Config, ConfigError, ModelConfig, changed_since, load_config
 from acp_server.errors import InternalError, InvalidParams
 from acp_server.models.catalogue import Catalogue, ModelChoiceError, ModelEntry, build_catalogue
+from acp_server.settings import FetchSettings
 from acp_server.tools.mcp_config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,21 @@ class ModelSource:
     def mcp_servers(self) -> tuple[ServerConfig, ...]:
         """The configuration file's MCP servers (read again with the catalogue)."""
         return self._config.mcp_servers if self._config is not None else ()
+
+    @property
+    def fetch(self) -> FetchSettings | None:
+        """The configuration file's `[fetch]` table."""
+        return self._config.fetch if self._config is not None else None
+
+    @property
+    def sandbox(self) -> str | None:
+        """The configuration file's `sandbox` level."""
+        return self._config.sandbox if self._config is not None else None
+
+    @property
+    def mcp_tool_share(self) -> float | None:
+        """The file's `mcp_tool_share` (None: the default share)."""
+        return self._config.mcp_tool_share if self._config is not None else None
 
     def _load(self) -> None:
         try:

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from acp_server.backends import Backend
     from acp_server.editor_api import EditorApi
     from acp_server.models.source import ModelSource
+    from acp_server.session.queue import PromptOutcome
     from acp_server.session.registry import Sessions
-    from acp_server.session.session import PromptOutcome
     from acp_server.updates import Update
 
 log = logging.getLogger(__name__)

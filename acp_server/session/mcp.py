@@ -6,7 +6,8 @@ bounded by its server's start-up timeout, then proceeds with what connected. A s
 failed is reported once: the session's `report` callback shows a notice at once when the editor
 shows notices, otherwise the report waits for the next turn and is said as an agent message
 (`take_reports`). The model hears of it too: `note_for_model` is a line for its system prompt,
-so it does not promise a tool that is not there.
+so it does not promise a tool that is not there, and names the servers with their number of
+tools (their tools may be deferred behind `search_tools`: see `tools.tool_search`).
 
 The `mcp` package is imported off the event loop, and only here, when a session has servers:
 it costs most of a second, which `initialize` and sessions without servers never pay.
@@ -26,6 +27,7 @@ from acp_server.tools.mcp_config import ServerConfig, from_editor, merged
 if TYPE_CHECKING:
     from acp_server.tools.base import Tool
     from acp_server.tools.mcp import McpConnection
+    from acp_server.tools.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +45,17 @@ def configured(
 class McpServers:
     """The MCP servers of one session (see the module docstring)."""
 
-    def __init__(self, servers: Sequence[ServerConfig], cwd: Path, notify: Report | None) -> None:
+    def __init__(
+        self,
+        servers: Sequence[ServerConfig],
+        cwd: Path,
+        notify: Report | None,
+        tool_share: float | None = None,
+    ) -> None:
         self.servers = list(servers)
+        self._share = tool_share  # of the window for MCP tools (None: the default)
+        self._catalog: ToolCatalog | None = None
+        self._new_turn = True  # the next catalog() starts a turn (`before_turn` was called)
         self._cwd = cwd
         self._notify = notify  # shows a notice now; None: reports wait for the next turn
         self._reports: list[str] = []
@@ -59,10 +70,14 @@ class McpServers:
 
     @classmethod
     def start(
-        cls, servers: Sequence[ServerConfig], cwd: Path, notify: Report | None
+        cls,
+        servers: Sequence[ServerConfig],
+        cwd: Path,
+        notify: Report | None,
+        tool_share: float | None = None,
     ) -> McpServers | None:
         """Start connecting to `servers` in the background (None when there are none)."""
-        return cls(servers, cwd, notify) if servers else None
+        return cls(servers, cwd, notify, tool_share) if servers else None
 
     async def _connect(self, server: ServerConfig) -> None:
         reason = None
@@ -101,6 +116,7 @@ class McpServers:
         """Wait for pending connections, say what failed since the last turn; the note for the
         model's system prompt ("" or a paragraph)."""
         await self.ready()
+        self._new_turn = True
         reports, self._reports = self._reports, []
         for text in reports:
             tell(text, "warning")
@@ -114,18 +130,43 @@ class McpServers:
 
     def tools(self) -> list[Tool]:
         """The tools of the connected servers, uniquely named."""
+        return [tool for _, tool in self._tools()]
+
+    def _tools(self) -> list[tuple[McpConnection, Tool]]:
         if not self._connected:
             return []
         from acp_server.tools.mcp_tools import tools_of
 
         taken: set[str] = set()
-        tools: list[Tool] = []
-        for connection in self._connected:
-            tools += tools_of(connection, taken)
-        return tools
+        return [(c, tool) for c in self._connected for tool in tools_of(c, taken)]
+
+    def catalog(self) -> ToolCatalog:
+        """The session's tool catalog, told of a new turn with the servers' tools as now."""
+        from acp_server.tools.tool_search import TOOL_SHARE, McpTool, ToolCatalog
+
+        if self._catalog is None:
+            self._catalog = ToolCatalog(self._share or TOOL_SHARE)
+        tools = [McpTool(t, c.name, c.config.tools) for c, t in self._tools()]
+        self._catalog.begin_turn(tools, new=self._new_turn)
+        self._new_turn = False
+        return self._catalog
 
     def note_for_model(self) -> str:
-        """A line for the model about servers whose tools are missing ("" when none are)."""
+        """Lines for the model: the servers and their number of tools, and the servers whose
+        tools are missing ("" when there are neither)."""
+        counts = [f"{c.name} ({len(c.tools)} tools)" for c in self._connected if c.tools]
+        have = (
+            "Tools of these MCP servers are available in this session: "
+            + ", ".join(counts)
+            + ". When search_tools is among your tools, some of theirs are not listed yet: "
+            "search_tools finds and loads the ones a task needs."
+            if counts
+            else ""
+        )
+        missing_note = self._missing_note()
+        return "\n\n".join(n for n in (have, missing_note) if n)
+
+    def _missing_note(self) -> str:
         missing = dict(self._unavailable)
         for connection in self._connected:
             if connection.broken and connection.restarted:

@@ -70,3 +70,13 @@ def mode_updates(mode: Mode, extra: Options = ()) -> list[dict[str, Any]]:
 def options_update(mode: Mode, extra: Options = ()) -> dict[str, Any]:
     """The `config_option_update` that announces the whole list after a change."""
     return {"sessionUpdate": "config_option_update", "configOptions": config_options(mode, extra)}
+
+
+def describe(config_options: list[dict[str, Any]], config_id: str) -> str:
+    """A config option's choices in words, for /model and /mode."""
+    from acp_server.session.choice import describe as in_words
+
+    option = next((o for o in config_options if o["id"] == config_id), None)
+    if option is None:
+        return "There is nothing to choose here: this session's model is fixed."
+    return in_words(option)

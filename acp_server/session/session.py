@@ -1,59 +1,65 @@
-"""A session: its roots, its model, its history, the running turn and the prompts queued behind it.
+"""A session: a small coordinator of the parts it *has*, each owning one concern.
 
-A session is made by the registry (`registry.Sessions`) with everything it works with: the
-model backend, the editor, the recorder, the permissions, the settings and where its updates
-go. `set_backend` changes the model between turns and keeps the history: a turn already
-running finishes with the backend it started with, and the next turn uses the new one.
+- `history` (`agent.history.History`): the conversation the model sees, changed only through
+  it, each change recorded as made;
+- a `PromptQueue` (queue.py): prompts served one at a time in arrival order; a cancel ends the
+  running turn and every prompt queued at that moment, each answered `cancelled`;
+- a `SessionModel` (model.py): the backend, the model and thought level it was chosen by, and
+  the carry-over a new choice needs before the next prompt joins the history;
+- a `CommandTable` (command_table.py), run by a `CommandRun` (commands.py) per invocation;
+- a `Voice` (voice.py): the one way it tells the user something;
+- its MCP servers (mcp.py), its tools, its context budget, its permissions.
 
-Prompts on one session are served in arrival order (an `asyncio.Lock` is FIFO). A cancel ends
-the running turn and every prompt queued at that moment; each answers `cancelled`. The one
-place that turns cancellation into a stop reason is `_serve_turn`. Updates of a turn are
-dropped once that turn has ended, so nothing arrives after its answer.
-
-Every history message and every shown update goes to the recorder as it happens (a
-`NullRecorder` when there is no store), and a prompt is answered only after its writes are
-committed. If they could not be, the user is told so and the answer says `notSaved`.
+The registry's factory makes it with what it works with (backend, editor, recorder,
+permissions, settings, where updates go). Updates of a turn are dropped once it has ended, so
+nothing arrives after its answer; every message and shown update is recorded as it happens,
+and a prompt is answered once its writes are committed (else the answer says `notSaved`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_server import updates
+from acp_server.agent.history import History
 from acp_server.backends import Backend
 from acp_server.editor_api import EditorApi
+from acp_server.errors import InvalidParams
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions
 from acp_server.session import options
-from acp_server.session.choosing import ModelChoosing, SendUpdate
 from acp_server.session.command_table import BUILTIN, CHOICE_COMMANDS, CommandTable, Invocation
-from acp_server.session.commands import CommandServing, Emit, PromptOutcome
+from acp_server.session.commands import CommandRun
 from acp_server.session.mcp import McpServers
-from acp_server.session.text import INTERNAL_FAILURE, NOT_SAVED, system_prompt, title_for
+from acp_server.session.model import SessionModel
+from acp_server.session.queue import PromptOutcome, PromptQueue
+from acp_server.session.text import INTERNAL_FAILURE, NOT_SAVED, title_for
+from acp_server.session.turn_parts import TurnParts
+from acp_server.session.voice import Emit, Voice, live
 from acp_server.settings import Settings
 from acp_server.store.database import SaveFailed, iso
 from acp_server.store.transcript import NullRecorder, Recorder
+from acp_server.tools.jobs import Jobs
 from acp_server.tools.mcp_config import ServerConfig
+from acp_server.workspace.workspace import Workspace, instruct, user_folder
 
 if TYPE_CHECKING:
-    from acp_server.agent.loop import StopReason, ToolRunner
-    from acp_server.agent.turn_context import SessionContext, Spending, TurnContext
-    from acp_server.models.catalogue import ModelEntry
+    from acp_server.models.catalogue import Catalogue
     from acp_server.session.choice import ModelChoice
 
-__all__ = ["PromptOutcome", "Session"]  # PromptOutcome: from session_commands
+__all__ = ["PromptOutcome", "Session"]  # PromptOutcome: from queue
 
 log = logging.getLogger(__name__)
 
+SendUpdate = Callable[[str, updates.Update], None]
 
-class Session(ModelChoosing, CommandServing):
+
+class Session:
     """One conversation: created by the registry, prompted by the protocol."""
 
     def __init__(
@@ -69,6 +75,7 @@ class Session(ModelChoosing, CommandServing):
         send_update: SendUpdate,
         additional_dirs: tuple[Path, ...] = (),
         mcp_servers: Sequence[ServerConfig] = (),
+        mcp_tool_share: float | None = None,
         history: Iterable[Message] = (),
         title: str | None = None,
         choice: ModelChoice | None = None,
@@ -76,56 +83,76 @@ class Session(ModelChoosing, CommandServing):
         self.id = session_id
         self.cwd = cwd
         self.additional_dirs = additional_dirs
-        self.mcp = McpServers.start(mcp_servers, cwd, self.tell if editor.can_notice else None)
-        self.history: list[Message] = list(history)
         self.title = title
-        self._backend = backend
+        self.history = History(history, recorder)
+        self.commands = CommandTable((*BUILTIN, *CHOICE_COMMANDS))
+        self._model = SessionModel(backend, choice)
+        self._jobs = Jobs()  # background commands: they outlive turns, not the session
+        self._queue = PromptQueue(self._end, self._jobs.turn_cancelled)
         self._editor = editor
         self._recorder = recorder
         self._permissions = permissions
         self._settings = settings
         self._send_update = send_update
-        self._tools: ToolRunner | None = None
-        self._context: SessionContext | None = None  # made at the first turn
-        self._spending: Spending | None = None  # what the session cost (made with the context)
-        self.commands = CommandTable((*BUILTIN, *CHOICE_COMMANDS))
-        self._command_emit: Emit | None = None  # while a slash command runs
+        self.workspace = Workspace(cwd, additional_dirs, user_folder(settings.config_option))
+        # Between turns: a notice, or nothing when the editor shows none.
+        self._voice = Voice(self._send, editor.can_notice, in_turn=False)
+        notify = self.tell if editor.can_notice else None
+        self.mcp = McpServers.start(mcp_servers, cwd, notify, mcp_tool_share)
+        self._parts = TurnParts(
+            self.roots,
+            editor=editor,
+            permissions=permissions,
+            settings=settings,
+            mcp=self.mcp,
+            jobs=self._jobs,
+        )
         self.plan_shown = False  # a plan was shown and not removed since (/clear removes it)
-        self._queue = asyncio.Lock()
-        self._epoch = 0  # incremented by each cancel; queued prompts of an older epoch end
-        self._turn: asyncio.Task[PromptOutcome] | None = None
-        self._cancelled: asyncio.Task[PromptOutcome] | None = None
-        self.choice = choice  # the model and thought level; None: one fixed backend
-        # A history carried over to this model before the next prompt joins it (a stored
-        # history may have been made by another model).
-        self._carry: ModelEntry | None = choice.entry if choice else None
+
+    def _send(self, update: updates.Update) -> None:  # to this session's editor
+        self._send_update(self.id, update)
+
+    # ----- the model -----------------------------------------------------------------------
 
     @property
     def backend(self) -> Backend:
-        return self._backend
+        return self._model.backend
+
+    @property
+    def choice(self) -> ModelChoice | None:
+        return self._model.choice
 
     def set_backend(self, backend: Backend) -> None:
-        """Answer with `backend` from the next turn on, with the same history. A running turn
-        is not interrupted: it finishes with the backend it started with. The context budget
-        is made anew for it (its window is its own)."""
-        self._backend = backend
-        self._context = None
+        """`backend` from the next turn on (a running turn finishes with its own)."""
+        self._model.backend = backend
+        self._parts.new_backend()
 
-    def _toolbox(self) -> ToolRunner:
-        """The session's tools, made at the first turn."""
-        if self._tools is None or self.mcp is not None:  # MCP tools: as they are now
-            # Imported at the first turn: `session/new` does not need the tools (~20 ms).
-            from acp_server.tools.defaults import default_tools
-            from acp_server.tools.toolbox import Toolbox
+    def set_model(self, value: object) -> None:
+        """Switch the model; the history is carried over to it before the next prompt."""
+        self._model.switch(value)
+        self._model_changed()
 
-            self._tools = Toolbox(
-                [*default_tools(), *(self.mcp.tools() if self.mcp else ())],
-                cwd=self.cwd,
-                roots=self.roots,
-                client=self._editor,
-                permissions=self._permissions,
-            )
-        return self._tools
+    def catalogue_grew(self, catalogue: Catalogue) -> None:
+        """Discovery found more models: offer them (a session without one adopts one)."""
+        before = self.backend
+        if self._model.grew(catalogue):
+            if self.backend is not before:
+                self._parts.new_backend()
+            self._choice_changed()
+
+    def _model_changed(self) -> None:
+        self._parts.new_backend()
+        if not self._queue.busy:
+            self._model.carry_over(self.history)
+        self._choice_changed()
+
+    def _choice_changed(self) -> None:
+        stored = self._model.stored()
+        if stored is not None:
+            self._recorder.choice(stored)
+        self._send(options.options_update(self.mode, self._model.options()))
+
+    # ----- options -------------------------------------------------------------------------
 
     @property
     def mode(self) -> Mode:
@@ -133,14 +160,48 @@ class Session(ModelChoosing, CommandServing):
 
     def state(self) -> dict[str, Any]:
         """The session's modes and config options, as ACP's answers carry them."""
-        return options.state(self.mode, self._model_options())
+        return options.state(self.mode, self._model.options())
+
+    def config_options(self) -> list[dict[str, Any]]:
+        """Every config option: mode, then model and thought level when there is a choice."""
+        return options.config_options(self.mode, self._model.options())
 
     def set_mode(self, mode: Mode) -> None:
         """Switch the permission mode and announce it both ways (legacy modes, config option)."""
         self._permissions.mode = mode
         self._recorder.mode(mode)
-        for update in options.mode_updates(mode, self._model_options()):
-            self._send_update(self.id, update)
+        for update in options.mode_updates(mode, self._model.options()):
+            self._send(update)
+
+    def choose(self, config_id: str, value: object) -> list[dict[str, Any]]:
+        """Set a config option (-32602 naming an unknown option or value); the whole list."""
+        from acp_server.session.choice import LEVEL_KEY, MODEL_KEY
+
+        if config_id == options.MODE_OPTION:
+            self.set_mode(options.parse_mode(value, "value"))
+        elif self.choice is not None and config_id in (MODEL_KEY, LEVEL_KEY):
+            self._model.choose(config_id, value)
+            if config_id == MODEL_KEY:
+                self._model_changed()
+            else:
+                self._choice_changed()
+        else:
+            offered = ", ".join(o["id"] for o in self.config_options())
+            raise InvalidParams(
+                f"Invalid params: unknown `configId` {config_id!r}; this agent offers: {offered}.",
+                {"field": "configId"},
+            )
+        return self.config_options()
+
+    def describe_choices(self, config_id: str) -> str:
+        """A config option's choices in words, for /model and /mode."""
+        return options.describe(self.config_options(), config_id)
+
+    # ----- what the editor is shown --------------------------------------------------------
+
+    def tell(self, text: str, severity: str = "warning") -> None:
+        """A notice for the user between turns (dropped when the editor shows no notices)."""
+        self._voice.tell(text, severity)
 
     def _shown(self, update: updates.Update) -> updates.Update:
         """A plan in the form this editor takes (live and on load); notes that one is shown."""
@@ -155,7 +216,7 @@ class Session(ModelChoosing, CommandServing):
         update = self._shown(update)
         if update.get("sessionUpdate") != "compaction_update" or self._editor.can_show_compaction:
             return [update]
-        from acp_server.agent.turn_context import as_card
+        from acp_server.agent.compaction_view import as_card
 
         return as_card(update)
 
@@ -163,15 +224,18 @@ class Session(ModelChoosing, CommandServing):
     def roots(self) -> tuple[Path, ...]:
         return (self.cwd, *self.additional_dirs)
 
+    # ----- prompts -------------------------------------------------------------------------
+
     async def prompt(self, message: Message, shown: Iterable[updates.Update] = ()) -> PromptOutcome:
         """Queue a user message behind any running turn, run it, say how it ended.
         `shown` are the user_message_chunk updates that replay the prompt on load."""
 
         def start() -> Coroutine[Any, Any, PromptOutcome]:
+            self._model.carry_over(self.history)  # before the prompt joins it
             self._begin(message, shown)
             return self._serve_turn(message)
 
-        return await self._queued(start)
+        return await self._queue.run(start)
 
     async def command(
         self, invocation: Invocation, shown: Iterable[updates.Update] = ()
@@ -180,140 +244,65 @@ class Session(ModelChoosing, CommandServing):
         and adds nothing to the history (the prompt that invoked it is shown on load)."""
 
         def start() -> Coroutine[Any, Any, PromptOutcome]:
+            self._model.carry_over(self.history)
             for update in shown:
                 self._recorder.shown(update)
             return self._serve_command(invocation)
 
-        return await self._queued(start)
-
-    async def _queued(
-        self, start: Callable[[], Coroutine[Any, Any, PromptOutcome]]
-    ) -> PromptOutcome:
-        epoch = self._epoch
-        async with self._queue:
-            if epoch != self._epoch:
-                return PromptOutcome("cancelled")
-            self._carry_over()
-            turn = asyncio.create_task(start())
-            self._turn = turn
-            try:
-                # `wait` (not `await turn`) so that a cancelled *turn* is told apart from a
-                # cancelled *request*; only the latter propagates.
-                await asyncio.wait({turn})
-            except asyncio.CancelledError:
-                turn.cancel()
-                await asyncio.wait({turn})
-                raise
-            finally:
-                self._turn = None
-            outcome = PromptOutcome("cancelled") if turn.cancelled() else turn.result()
-            return dataclasses.replace(outcome, not_saved=await self._end(outcome.stop))
+        return await self._queue.run(start)
 
     async def close(self) -> None:
-        """The session goes: its turn is cancelled and its MCP servers end."""
+        """The session goes: its turn is cancelled, its background commands and MCP servers end."""
         self.cancel()
+        await self._jobs.close()
+        self._parts.close()
+        self.workspace.close()
         if self.mcp is not None:
             await self.mcp.close()
 
     def cancel(self) -> None:
         """End the running turn and every prompt queued now (no-op when idle)."""
-        self._epoch += 1
-        # Once per turn: a second cancel must not interrupt the first one's cleanup
-        # (releasing terminals, killing processes).
-        if self._turn is not None and self._cancelled is not self._turn:
-            self._cancelled = self._turn
-            self._turn.cancel()
-
-    def _add(self, message: Message) -> None:
-        """The one place the session writes history: append the message, and record it."""
-        self.history.append(message)
-        self._recorder.message(message)
+        self._queue.cancel()
 
     def _begin(self, message: Message, shown: Iterable[updates.Update]) -> None:
         for update in shown:
             self._recorder.shown(update)
-        self._add(message)
+        self.history.append(message)
         if self.title is None:
             self.title = title_for(message)
             self._recorder.title(self.title)
-            self._send_update(
-                self.id,
-                {
-                    "sessionUpdate": "session_info_update",
-                    "title": self.title,
-                    "updatedAt": iso(time.time()),
-                },
-            )
+            info = {"title": self.title, "updatedAt": iso(time.time())}
+            self._send({"sessionUpdate": "session_info_update", **info})
 
-    async def _end(self, stop: StopReason) -> str | None:
+    async def _end(self, outcome: PromptOutcome) -> str | None:
         """Record the end of the turn and wait for the turn's writes. None when all of them
         are committed; else the message that told the user the turn was not saved."""
-        self._recorder.turn_ended(stop)
+        self._recorder.turn_ended(outcome.stop)
         try:
             await self._recorder.committed()
         except SaveFailed as exc:
             log.error("turn of session %s not saved: %s", self.id, exc)
-            text = NOT_SAVED.format(path=self._recorder.where)
             # Live only: it is about the store itself, which just failed to take this turn.
-            chunk = updates.message_chunk("agent_message_chunk", text, f"msg_{uuid.uuid4().hex}")
-            self._send_update(self.id, chunk)
+            text = NOT_SAVED.format(path=self._recorder.where)
+            Voice(self._send, notices=False).say(text)
             return text
         return None
 
-    async def _turn_context(self, backend: Backend, emit: Emit) -> TurnContext:
-        """The context steps for a turn with `backend`; the server's window is looked up beside
-        the turn (`SessionContext.look_up`)."""
-        from acp_server.agent.turn_context import TurnContext
-
-        context = self._session_context()
-        context.look_up(backend)
-        return TurnContext(
-            context,
-            backend,
-            emit,
-            store=self._recorder.history,
-            compaction_updates=self._editor.can_show_compaction,
-            price=self.choice.entry.price if self.choice and self.choice.entry else None,
-            summarizer=self._summarizer(),
-        )
-
-    def _session_context(self) -> SessionContext:
-        """The session's budget, made at the first turn and for each new backend."""
-        from acp_server.agent.turn_context import SessionContext
-
-        if self._context is None:
-            self._context = SessionContext.made(self._settings, self._spending)
-            self._spending = self._context.spending  # the session's, across model switches
-        return self._context
+    # ----- turns ---------------------------------------------------------------------------
 
     def warm(self) -> None:
-        """Ahead of the first turn (`warmup`): the tools and the context budget."""
-        self._toolbox()
-        self._session_context()
+        """Ahead of the first turn (`warmup`): the tools, the context budget, git's status."""
+        self._parts.tools()
+        self._parts.budget(self._model)
+        self.workspace.start()
+
+    def show_usage(self) -> None:
+        """After `session/load`: the meter for the loaded conversation (`TurnParts`)."""
+        self._parts.show_usage(self._model, self.history, self._send, lambda: not self._queue.busy)
 
     def _emitter(self) -> tuple[Emit, Callable[[], None]]:
         """(emit, end): updates shown and recorded until `end` is called."""
-        live = True
-
-        def emit(update: updates.Update) -> None:
-            if live:
-                self._recorder.shown(update)
-                self._send_update(self.id, self._shown(update))
-
-        def end() -> None:
-            nonlocal live
-            live = False
-
-        return emit, end
-
-    def _tell(self, emit: Emit) -> Callable[[str, str], None]:
-        def tell(text: str, severity: str) -> None:
-            if self._editor.can_notice:
-                emit({"sessionUpdate": "notice", "severity": severity, "title": text})
-            else:
-                emit(updates.message_chunk("agent_message_chunk", text + "\n\n", None))
-
-        return tell
+        return live(self._recorder.shown, lambda update: self._send(self._shown(update)))
 
     async def _serve_turn(self, message: Message) -> PromptOutcome:
         # Imported at the first turn: `session/new` does not need the loop (~10 ms).
@@ -321,19 +310,22 @@ class Session(ModelChoosing, CommandServing):
         from acp_server.tools.base import CancelledByUser
 
         emit, end = self._emitter()
-        backend = self._backend  # kept for the whole turn, whatever set_backend does meanwhile
+        voice = Voice(emit, self._editor.can_notice)
+        backend = self.backend  # kept for the whole turn, whatever set_backend does meanwhile
+        note = await self._mcp_turn(voice)  # before the turn's context and tools, as before
         turn = Turn(
             backend=backend,
             history=self.history,
             emit=emit,
-            record=self._recorder.message,
             max_requests=self._settings.max_turn_requests,
-            tell=self._tell(emit),
-            system=system_prompt(self.cwd, self.additional_dirs) + await self._mcp_turn(emit),
-            context=await self._turn_context(backend, emit),
-            thought_level=self.choice.level if self.choice else None,
+            tell=voice.tell,
+            system=self._parts.system,
+            context=await self._parts.turn_context(self._model, backend, emit),
+            thought_level=self._model.level,
         )
-        turn.tools = self._toolbox()
+        window = self._parts.budget(self._model).window.size  # instructions: a share at most
+        await instruct(turn, self._parts.tools, self.workspace, note, window)
+        self._parts.say_sandbox(voice.tell)
         try:
             stop = await run_turn(turn)
         except (asyncio.CancelledError, CancelledByUser):
@@ -344,18 +336,35 @@ class Session(ModelChoosing, CommandServing):
             return PromptOutcome("end_turn", TurnFailure("internal", INTERNAL_FAILURE))
         finally:
             end()
-        if stop == "refusal":
-            self._forget_refused(message)
+        too_large = turn.failure is not None and turn.failure.reason == "context"
+        if stop == "refusal" or (too_large and self.history and self.history[-1] is message):
+            # Refused, or too large for the window (never sent): kept out of later requests.
+            self.history.cut(message)
         return PromptOutcome(stop, turn.failure)
 
-    async def _mcp_turn(self, emit: Emit) -> str:
+    async def _mcp_turn(self, voice: Voice) -> str:
         """Wait for MCP servers still connecting, say which failed; a note for the model."""
-        return await self.mcp.before_turn(self._tell(emit)) if self.mcp else ""
+        return await self.mcp.before_turn(voice.tell) if self.mcp else ""
 
-    def _forget_refused(self, message: Message) -> None:
-        """The refused prompt and everything after it stay out of later requests (found by
-        identity: a compaction during the turn may have rebuilt the history before it)."""
-        start = next((i for i, m in enumerate(self.history) if m is message), None)
-        if start is not None:
-            del self.history[start:]
-            self._recorder.truncate(start)
+    # ----- slash commands (commands.CommandHost) ---------------------------------------------
+
+    async def _serve_command(self, invocation: Invocation) -> PromptOutcome:
+        emit, end = self._emitter()
+        try:
+            return await CommandRun(self, Voice(emit, self._editor.can_notice)).serve(invocation)
+        finally:
+            end()
+
+    async def compact(self, emit: Emit, focus: str) -> str:
+        """`/compact`: compact now, whatever the fit; the one-line result for a person."""
+        context = await self._parts.turn_context(self._model, self.backend, emit)
+        specs = self._parts.tools().specs
+        system = self._parts.system + self.workspace.current()
+        return await context.compact_now(system, specs, self.history, focus)
+
+    def clear(self, emit: Emit) -> None:
+        """`/clear`: an empty model context; the stored transcript keeps the conversation."""
+        self.history.clear()
+        self._parts.cleared()
+        if self.plan_shown:  # the model's plan went with the context it belonged to
+            emit(updates.plan_removed())

@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from acp_server.editor_api import EditorApi
+from acp_server.messages import ImagePart
 from acp_server.permissions import Effect, Permit
+from acp_server.tools.jobs import Jobs
+from acp_server.tools.sandbox import Sandbox
 from acp_server.updates import text_content as text_content  # re-exported for the tools
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,9 @@ class ToolOutcome:
     raw_output: Any = None
     # Where the call ended up (e.g. the first changed line), for follow-along editors.
     locations: list[dict[str, Any]] | None = None
+    # Images the model gets with the text (read_file on a picture); a model that reads none
+    # gets a note in their place (backends.images).
+    images: tuple[ImagePart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,10 @@ class ToolContext:
     permit: Callable[[Permit], Awaitable[None]]
     # Set by a tool that created a client terminal, so cancellation can release it.
     terminals: list[str] = field(default_factory=list)
+    # The session's background commands (run_command with `background`).
+    jobs: Jobs = field(default_factory=Jobs)
+    # Where the session's commands run confined (run_command); off: as the user.
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox("off", ()))
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalized path: absolute as given, or relative to the session cwd.
@@ -180,15 +190,38 @@ def clip_end(text: str, limit: int) -> str:
 _background: set[asyncio.Future[Any]] = set()
 
 
-async def settle(step: Awaitable[Any], what: str) -> bool:
-    """Let a cleanup step finish (within CLEANUP_SECONDS) even while the caller is being
-    cancelled: the step itself is never cancelled. A failure is logged, not raised. False if
-    the step did not finish in time."""
-    task = asyncio.ensure_future(step)
+async def _through_cancels(task: asyncio.Future[Any], seconds: float) -> bool:
+    """Wait for `task` (at most `seconds`), through any cancel of the caller meanwhile: a
+    second cancel (`session/cancel` and `$/cancel_request` of one prompt) must not cut a
+    cleanup short. Such a cancel is raised once the wait is over. True if it finished."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    cancelled = False
+    while not task.done() and loop.time() < deadline:
+        try:
+            await asyncio.wait({task}, timeout=deadline - loop.time())
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.done()
+
+
+def keep(task: asyncio.Future[Any]) -> None:
+    """Hold a cleanup task that nobody awaits until it is done (asyncio keeps only weak
+    references to tasks)."""
     _background.add(task)
     task.add_done_callback(_background.discard)
-    done, _ = await asyncio.wait({task}, timeout=CLEANUP_SECONDS)
-    if not done:
+
+
+async def settle(step: Awaitable[Any], what: str) -> bool:
+    """Let a cleanup step finish (within CLEANUP_SECONDS) even while the caller is being
+    cancelled, again or for the first time: the step itself is never cancelled, and a cancel
+    that arrives meanwhile is raised after it. A failure is logged, not raised. False if the
+    step did not finish in time."""
+    task = asyncio.ensure_future(step)
+    keep(task)
+    if not await _through_cancels(task, CLEANUP_SECONDS):
         log.warning("%s did not finish within %g s", what, CLEANUP_SECONDS)
         return False
     if not task.cancelled() and task.exception() is not None:

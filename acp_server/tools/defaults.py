@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from acp_server.settings import FetchSettings
 from acp_server.tools.base import Tool
 
 
-def default_tools() -> list[Tool]:
-    from acp_server.tools import edit, fs, plan, search, shell
+def default_tools(fetch: FetchSettings | None = None) -> list[Tool]:
+    """`fetch` says whether fetch_url is offered and what it may reach (default: offered,
+    public addresses only)."""
+    from acp_server.tools import edit, fs, job_tools, plan, search, shell, web
 
+    fetch = fetch or FetchSettings()
     return [
         fs.READ_FILE,
         fs.LIST_DIRECTORY,
@@ -16,5 +20,8 @@ def default_tools() -> list[Tool]:
         edit.EDIT_FILE,
         fs.WRITE_FILE,
         shell.RUN_COMMAND,
+        job_tools.COMMAND_OUTPUT,
+        job_tools.STOP_COMMAND,
+        *([web.fetch_tool(bool(fetch.allow_private))] if fetch.enabled is not False else []),
         plan.UPDATE_PLAN,
     ]

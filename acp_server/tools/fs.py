@@ -28,6 +28,8 @@ from acp_server.tools.base import (
     read_local,
     text_content,
 )
+from acp_server.tools.ignore import EVERYTHING, NEVER, Rules, Scope
+from acp_server.tools.image_file import image_type, read_image
 
 READ_DEFAULT_LINES = 2000
 READ_MAX_CHARS = 100_000
@@ -66,6 +68,9 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     line: int | None = args.get("line")
     limit: int | None = args.get("limit")
     await ctx.permit(Permit(paths=(path,)))
+    mime = image_type(path)
+    if mime is not None:  # a picture: the model looks at it (see image_file)
+        return read_image(path, mime, shown_path(path, ctx))
     wanted = limit or READ_DEFAULT_LINES
     if ctx.client.can_read:
         text = await ctx.client.read_text_file(str(path), line, wanted)
@@ -95,9 +100,10 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
 READ_FILE = Tool(
     name="read_file",
     description=(
-        "Read a text file. `path` is absolute or relative to the working directory. "
-        "Optionally `line` (1-based first line) and `limit` (number of lines) read part of a "
-        f"long file; by default up to {READ_DEFAULT_LINES} lines are returned."
+        "Read a text file, or look at an image (PNG, JPEG, GIF, WebP). `path` is absolute or "
+        "relative to the working directory. Optionally `line` (1-based first line) and `limit` "
+        "(number of lines) read part of a long file; by default up to "
+        f"{READ_DEFAULT_LINES} lines are returned."
     ),
     kind="read",
     effect="read",
@@ -192,19 +198,24 @@ def link_note(path: Path, roots: tuple[Path, ...]) -> str:
     return ""
 
 
-def list_entries(path: Path, roots: tuple[Path, ...] = ()) -> list[str]:
+def list_entries(
+    path: Path, roots: tuple[Path, ...] = (), scope: Scope = EVERYTHING
+) -> tuple[list[str], int]:
     """Names in a directory, sorted, directories marked with a trailing slash and links out of
-    `roots` with where they lead."""
+    `roots` with where they lead; and how many `scope` left out (hidden, ignored)."""
     try:
         with os.scandir(path) as it:
-            names = sorted((e.name, "/" if _is_dir(e) else "") for e in it)
+            names = sorted((e.name, _is_dir(e)) for e in it if e.name not in NEVER)
     except FileNotFoundError as exc:
         raise ToolFailure(f"Directory not found: {path}") from exc
     except NotADirectoryError as exc:
         raise ToolFailure(f"{path} is a file, not a directory; use read_file.") from exc
     except OSError as exc:
         raise ToolFailure(f"Cannot list {path}: {exc.strerror or exc}") from exc
-    return [name + slash + link_note(path / name, roots) for name, slash in names]
+    rules = Rules(path, scope)
+    kept = [(name, is_dir) for name, is_dir in names if not rules.skips(path / name, is_dir)]
+    shown = [name + ("/" if d else "") + link_note(path / name, roots) for name, d in kept]
+    return shown, len(names) - len(kept)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -217,10 +228,16 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 async def _list_directory(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     path = arg_path(args, ctx) or ctx.cwd
     await ctx.permit(Permit(paths=(path,)))
-    entries = await asyncio.to_thread(list_entries, path, ctx.roots)
+    scope = Scope(bool(args.get("include_hidden")), bool(args.get("include_ignored")))
+    entries, left_out = await asyncio.to_thread(list_entries, path, ctx.roots, scope)
     shown = entries[:LIST_MAX_ENTRIES]
     if len(entries) > len(shown):
         shown.append(f"[… {len(entries) - len(shown)} more entries not shown]")
+    if left_out:
+        shown.append(
+            f"[{left_out} hidden or ignored entries not shown: include_hidden / include_ignored "
+            "show them.]"
+        )
     text = "\n".join(shown) if shown else "(empty directory)"
     return ToolOutcome(
         clip(text, READ_MAX_CHARS, "listing"),
@@ -231,9 +248,10 @@ async def _list_directory(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome
 LIST_DIRECTORY = Tool(
     name="list_directory",
     description=(
-        "List the entries of a directory (default: the working directory), sorted by name, "
-        "hidden files included; directories end with '/'; a link that leads outside the "
-        "project is shown with its target. Not recursive: use glob to find files by pattern. "
+        "List the entries of a directory (default: the working directory), sorted by name; "
+        "directories end with '/'; a link that leads outside the project is shown with its "
+        "target. Hidden and .gitignored entries are counted, not shown, unless include_hidden "
+        "/ include_ignored. Not recursive: use glob to find files by pattern. "
         f"At most {LIST_MAX_ENTRIES} entries are shown."
     ),
     kind="read",

@@ -177,6 +177,10 @@ class McpConnection:
         """The live session; a server that stopped is started again once."""
         if self.session is not None and not self._stopped():
             return self.session
+        if self.broken is None and self._process is not None and self._stopped():
+            how = await self._exit()  # it stopped between calls (killed, crashed)
+            self.broken = f"{how}{self._last_words()}"
+            self.report(f"The MCP server {self.name!r} stopped ({self.broken}); starting it again.")
         if self.restarted or self.broken is None:
             raise ToolFailure(
                 f"The MCP server {self.name!r} is not running ({self.broken or 'not connected'}); "
@@ -201,13 +205,17 @@ class McpConnection:
         stopped = process is not None and process.proc.returncode is not None
         return stopped or self._task is None or self._task.done()
 
-    async def _crashed(self) -> str:
-        """Say (once, to the user) that the server stopped; the result for the model."""
+    async def _exit(self) -> str:
+        """How the server stopped, for a person."""
         code = None
         if self._process is not None:  # its exit may not have been seen yet
             with contextlib.suppress(TimeoutError):
                 code = await asyncio.wait_for(self._process.proc.wait(), 1.0)
-        how = f"it exited with code {code}" if code is not None else "the connection broke"
+        return f"it exited with code {code}" if code is not None else "the connection broke"
+
+    async def _crashed(self) -> str:
+        """Say (once, to the user) that the server stopped; the result for the model."""
+        how = await self._exit()
         self.broken = f"{how}{self._last_words()}"
         self.report(
             f"The MCP server {self.name!r} stopped during a call ({self.broken}). It will be "

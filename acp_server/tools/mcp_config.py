@@ -28,6 +28,10 @@ from acp_server.errors import InvalidParams
 log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "http", "sse"]
+# Whether a server's tools are deferred behind `search_tools` (see `tool_search`): "auto" when
+# they would crowd the window, "always" loaded, or "deferred" whatever the window.
+ToolsMode = Literal["auto", "always", "deferred"]
+TOOLS_MODES: tuple[ToolsMode, ...] = ("auto", "always", "deferred")
 STARTUP_TIMEOUT = 10.0  # seconds for a server to start and list its tools
 CALL_TIMEOUT = 120.0  # seconds for one tool call
 # The defaults for every server; the configuration file sets them per server.
@@ -51,6 +55,7 @@ class ServerConfig:
     startup_timeout: float = STARTUP_TIMEOUT
     call_timeout: float = CALL_TIMEOUT
     origin: str = "the editor"  # or "the configuration file"
+    tools: ToolsMode = "auto"  # the editor's `_meta.acpServer.tools`, or the file's `tools`
 
     def describe(self) -> str:
         """Where it runs, for a person (no headers or env values: they may be secrets)."""
@@ -138,6 +143,27 @@ def _server(entry: Mapping[str, Any], kind: Transport, where: str) -> ServerConf
         headers=pairs(entry.get("headers"), f"{where}.headers"),
         startup_timeout=seconds_from_env(STARTUP_ENV, STARTUP_TIMEOUT),
         call_timeout=seconds_from_env(CALL_ENV, CALL_TIMEOUT),
+        tools=_tools_mode(entry, where),
+    )
+
+
+def _tools_mode(entry: Mapping[str, Any], where: str) -> ToolsMode:
+    """The file's `tools`, or the editor's `_meta.acpServer.tools` (ACP keeps extensions in
+    `_meta`); -32602 for a value that is none of the modes."""
+    meta = entry.get("_meta")
+    ours = meta.get("acpServer") if isinstance(meta, Mapping) else None
+    value = entry.get("tools") or (ours.get("tools") if isinstance(ours, Mapping) else None)
+    if value is None:
+        return "auto"
+    for mode in TOOLS_MODES:
+        if value == mode:
+            return mode
+    field_name = "tools" if "tools" in entry else "_meta.acpServer.tools"
+    raise InvalidParams(
+        f"Invalid params: {where}.{field_name} is {value!r}; it must be one of "
+        '"auto" (deferred when the tools would crowd the context window), "always" (always '
+        'loaded) or "deferred" (always found through search_tools).',
+        {"field": f"{where}.{field_name}"},
     )
 
 
@@ -171,7 +197,10 @@ def merged(editor: Iterable[ServerConfig], file: Iterable[ServerConfig]) -> list
         known = from_file_by_name.get(server.name)
         if known is not None:
             server = replace(
-                server, startup_timeout=known.startup_timeout, call_timeout=known.call_timeout
+                server,
+                startup_timeout=known.startup_timeout,
+                call_timeout=known.call_timeout,
+                tools=server.tools if server.tools != "auto" else known.tools,
             )
         result[server.name] = server
     return list(result.values())

@@ -7,8 +7,10 @@ comes from the server's annotations: read-only tools are reads (they run without
 reading a file); destructive ones are `delete` and others `other`, and both ask first.
 
 Results: text, image, audio, embedded resources and resource links map to ACP content blocks
-unchanged (the shapes match); the model reads the text, a note for each image, and a
-structured result as JSON when the server sent no text.
+unchanged (the shapes match); the model reads the text, a structured result as JSON when the
+server sent no text, and the images (PNG, JPEG, GIF, WebP) as images of the tool result
+(`ToolOutcome.images`: each backend passes them on as its API allows, a note for a model that
+reads none); for other content it reads a note.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import mcp.types as types
 
+from acp_server.messages import ImagePart
 from acp_server.permissions import Effect, Permit
 from acp_server.tools.base import (
     Presentation,
@@ -33,6 +36,9 @@ from acp_server.tools.mcp import McpConnection
 from acp_server.tools.mcp_config import tool_name
 
 log = logging.getLogger(__name__)
+
+# The image formats the model APIs read; another (an SVG, say) is a note.
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 _ACP_FIELDS = {
     "text": ("text", "annotations", "_meta"),
@@ -122,12 +128,22 @@ def outcome(result: types.CallToolResult) -> ToolOutcome:
     """The call's result for the model (text) and for the editor (ACP content)."""
     content = [_acp_block(block) for block in result.content]
     texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
-    notes = [_note(b) for b in result.content if not isinstance(b, types.TextContent)]
+    images = tuple(
+        ImagePart(b.data, b.mime_type)
+        for b in result.content
+        if isinstance(b, types.ImageContent) and b.mime_type in IMAGE_TYPES
+    )
+    notes = [
+        _note(b)
+        for b in result.content
+        if not isinstance(b, types.TextContent) and not _is_image(b, images)
+    ]
     structured = result.structured_content
     if structured is not None and not texts:
         texts.append(json.dumps(structured, indent=2, ensure_ascii=False))
         content.append(text_content(texts[-1]))
-    text = "\n".join([*texts, *notes]) or "(the tool returned nothing)"
+    shown = "(the tool returned an image)" if images else "(the tool returned nothing)"
+    text = "\n".join([*texts, *notes]) or shown
     if result.is_error:
         text = f"The tool reported an error: {text}"
     return ToolOutcome(
@@ -135,7 +151,12 @@ def outcome(result: types.CallToolResult) -> ToolOutcome:
         ok=not result.is_error,
         content=[c for c in content if c is not None] or None,
         raw_output=structured,
+        images=images,
     )
+
+
+def _is_image(block: Any, images: tuple[ImagePart, ...]) -> bool:
+    return isinstance(block, types.ImageContent) and any(i.data == block.data for i in images)
 
 
 def _acp_block(block: Any) -> dict[str, Any] | None:

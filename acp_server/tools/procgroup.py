@@ -44,7 +44,8 @@ async def run_in_group(
 ) -> ProcessResult:
     """Run `argv` to its end or for at most `timeout` seconds, keeping the last `output_limit`
     bytes of its output. OSError if it cannot be started."""
-    proc, tail, transport = await _spawn(argv, cwd, env, output_limit)
+    tail = _Tail(output_limit)
+    proc, transport = await spawn(argv, cwd, env, tail)
     try:
         timed_out = await _supervise(proc, tail, timeout)
     except BaseException:
@@ -93,17 +94,16 @@ class _Tail(asyncio.Protocol):
         return data.decode("utf-8", errors="replace")
 
 
-async def _spawn(
-    argv: Sequence[str], cwd: Path, env: Mapping[str, str], output_limit: int
-) -> tuple[asyncio.subprocess.Process, _Tail, asyncio.ReadTransport]:
+async def spawn(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], reader: asyncio.Protocol
+) -> tuple[asyncio.subprocess.Process, asyncio.ReadTransport]:
     """Start the command in a new session (its own process group), stdout and stderr on one
-    pipe that we read into a `_Tail`."""
+    pipe that `reader` receives (a `_Tail` here, a background command's buffer elsewhere)."""
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
-    tail = _Tail(output_limit)
     pipe = os.fdopen(read_fd, "rb", buffering=0)
     try:
-        transport, _ = await loop.connect_read_pipe(lambda: tail, pipe)
+        transport, _ = await loop.connect_read_pipe(lambda: reader, pipe)
     except BaseException:
         pipe.close()
         os.close(write_fd)
@@ -129,7 +129,7 @@ async def _spawn(
         raise
     finally:
         os.close(write_fd)  # the child holds its copy; EOF comes when every writer is gone
-    return proc, tail, transport
+    return proc, transport
 
 
 async def _stop_late_start(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from acp_server import redaction
 from acp_server.editor_api import EditorApi
 from acp_server.markdown import fence, inline_code
 from acp_server.permissions import Permit
+from acp_server.tools.background import LocalJob, TerminalJob
 from acp_server.tools.base import (
     Presentation,
     Tool,
@@ -36,7 +38,9 @@ from acp_server.tools.base import (
     settle,
     text_content,
 )
+from acp_server.tools.jobs import Job
 from acp_server.tools.procgroup import ProcessResult, run_in_group
+from acp_server.tools.sandbox import Sandbox
 from acp_server.updates import tool_call_update
 
 SHELL = "/bin/sh"
@@ -61,6 +65,8 @@ def _present(args: dict[str, Any], ctx: ToolContext) -> Presentation:
     shown = lines[0] + (" …" if len(lines) > 1 else "")
     if len(shown) > TITLE_MAX:
         shown = shown[: TITLE_MAX - 1].rstrip() + "…"
+    if args.get("background") is True:
+        return Presentation(f"Start {inline_code(shown)} in the background")
     return Presentation(f"Run {inline_code(shown)}")
 
 
@@ -68,13 +74,34 @@ async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     command: str = args["command"]
     cwd = ctx.resolve(args["cwd"]) if args.get("cwd") else ctx.cwd
     timeout = _timeout(args.get("timeout_seconds"))
-    await ctx.permit(Permit(command=command, cwd=cwd))
+    box = _sandbox(args, ctx)
+    reason = str(args.get("reason") or "(no reason given)") if args.get("outside_sandbox") else None
+    await ctx.permit(Permit(command=command, cwd=cwd, sandboxed=box is not None, reason=reason))
     if not cwd.is_dir():
         problem = "is not a directory" if cwd.exists() else "does not exist"
         raise ToolFailure(f"Cannot run the command: the directory {cwd} {problem}.")
+    argv = box.argv([SHELL, "-c", command]) if box else [SHELL, "-c", command]
+    env = box.env(_environment()) if box else _environment()
+    if args.get("background"):
+        stop_on_cancel = bool(args.get("stop_on_cancel"))
+        return await _background(command, argv, env, cwd, stop_on_cancel, ctx)
     if ctx.client.can_terminal:
-        return await _in_terminal(command, cwd, timeout, ctx)
-    return await _local(command, cwd, timeout)
+        outcome = await _in_terminal(argv, cwd, timeout, ctx)
+    else:
+        outcome = await _local(argv, env, cwd, timeout)
+    note = box.note(outcome.text, outcome.ok) if box else None
+    if note is None:
+        return outcome
+    shown = [*(outcome.content or [text_content(outcome.text)]), text_content(note)]
+    return replace(outcome, text=f"{outcome.text}\n\n{note}", content=shown)
+
+
+def _sandbox(args: dict[str, Any], ctx: ToolContext) -> Sandbox | None:
+    """The sandbox this call runs in; None when it runs as the user (the sandbox is off or
+    cannot be kept here, or the model asked to run it outside)."""
+    if args.get("outside_sandbox") is True or not ctx.sandbox.active:
+        return None
+    return ctx.sandbox
 
 
 def _timeout(value: Any) -> float:
@@ -91,8 +118,10 @@ RUN_COMMAND = Tool(
         "to the working directory (default: the working directory). The command gets no input "
         "and no pager, so it must not wait for the user. It is stopped after `timeout_seconds` "
         f"(default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g}); processes it leaves running "
-        "in the background are stopped when it ends, so do not use it to start servers that "
-        "must keep running."
+        "are stopped when it ends. For servers, watchers and long jobs set `background`: it "
+        "returns at once with an id for command_output and stop_command. Commands may run in a "
+        "sandbox (writes only inside the project, no network); when a result says the sandbox "
+        "blocked one, ask to run it with `outside_sandbox` and a `reason`."
     ),
     kind="execute",
     effect="execute",
@@ -101,13 +130,53 @@ RUN_COMMAND = Tool(
 )
 
 
+# --- in the background ------------------------------------------------------------------------
+
+
+async def _background(
+    command: str,
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    stop_on_cancel: bool,
+    ctx: ToolContext,
+) -> ToolOutcome:
+    """Start the command and return at once; it belongs to the session's `Jobs` from now on."""
+    await ctx.jobs.refresh()  # commands that ended meanwhile leave room for this one
+    try:
+        job_id = ctx.jobs.next_id()
+    except LookupError as exc:
+        raise ToolFailure(str(exc)) from exc
+    owner = asyncio.current_task()
+    content: list[dict[str, Any]] | None = None
+    if ctx.client.can_terminal:
+        terminal_id = await _create_terminal(ctx.client, argv, cwd, ctx.sandbox.env({}))
+        job: Job = TerminalJob(job_id, command, owner, stop_on_cancel, ctx.client, terminal_id)
+        ctx.jobs.add(job)  # from here on, session/close and cancels release the terminal
+        content = [{"type": "terminal", "terminalId": terminal_id}]
+        ctx.emit(tool_call_update(ctx.call_id, status="in_progress", content=content))
+    else:
+        job = LocalJob(job_id, command, owner, stop_on_cancel, OUTPUT_BYTE_LIMIT)
+        try:
+            await job.begin(cwd, env, argv)
+        except OSError as exc:
+            raise ToolFailure(f"Cannot start the command: {exc.strerror or exc}") from exc
+        ctx.jobs.add(job)
+    text = (
+        f"Started in the background as {job_id}. Read its output with "
+        f'command_output(id="{job_id}"), stop it with stop_command(id="{job_id}").'
+    )
+    shown = [*(content or []), text_content(text)]
+    return ToolOutcome(text, content=shown, raw_output={"id": job_id, "background": True})
+
+
 # --- through the editor's terminal ------------------------------------------------------------
 
 
-async def _in_terminal(command: str, cwd: Path, timeout: float, ctx: ToolContext) -> ToolOutcome:
+async def _in_terminal(argv: list[str], cwd: Path, timeout: float, ctx: ToolContext) -> ToolOutcome:
     """Run in a client terminal, shown live in the tool call; always released at the end."""
     client = ctx.client
-    terminal_id = await _create_terminal(client, command, cwd)
+    terminal_id = await _create_terminal(client, argv, cwd, ctx.sandbox.env({}))
     ctx.terminals.append(terminal_id)
     item = {"type": "terminal", "terminalId": terminal_id}
     ctx.emit(tool_call_update(ctx.call_id, status="in_progress", content=[item]))
@@ -132,20 +201,28 @@ async def _in_terminal(command: str, cwd: Path, timeout: float, ctx: ToolContext
     return ToolOutcome(text, ok=result.ok, content=[item], raw_output=_raw_output(result))
 
 
-async def _create_terminal(client: EditorApi, command: str, cwd: Path) -> str:
-    """terminal/create. If the call is cancelled while the editor creates the terminal, the
-    terminal is still released once its id arrives."""
-    env = [{"name": name, "value": value} for name, value in NO_PAGER.items()]
+async def _create_terminal(
+    client: EditorApi, argv: list[str], cwd: Path, extra: dict[str, str]
+) -> str:
+    """terminal/create (`extra`: variables to set, the sandbox's TMPDIR). If the call is
+    cancelled while the editor creates the terminal, the terminal is still released once its
+    id arrives."""
+    env = [{"name": name, "value": value} for name, value in {**NO_PAGER, **extra}.items()]
     env += [{"name": name, "value": ""} for name in sorted(redaction.key_variables())]
     task = asyncio.ensure_future(
-        client.create_terminal(SHELL, ["-c", command], str(cwd), OUTPUT_BYTE_LIMIT, env)
+        client.create_terminal(argv[0], argv[1:], str(cwd), OUTPUT_BYTE_LIMIT, env)
     )
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if await settle(task, "terminal/create") and not task.cancelled() and not task.exception():
-            await settle(client.release_terminal(task.result()), "terminal/release")
+        await settle(_release_when_created(client, task), "terminal/create and release")
         raise
+
+
+async def _release_when_created(client: EditorApi, created: asyncio.Future[str]) -> None:
+    """A terminal created for a call that was cancelled meanwhile: released once its id
+    arrives."""
+    await client.release_terminal(await created)
 
 
 async def _wait_terminal(
@@ -162,12 +239,10 @@ async def _wait_terminal(
 # --- as a local subprocess --------------------------------------------------------------------
 
 
-async def _local(command: str, cwd: Path, timeout: float) -> ToolOutcome:
+async def _local(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> ToolOutcome:
     """Run in a process group of our own (see procgroup); the output is shown as text."""
     try:
-        result = await run_in_group(
-            [SHELL, "-c", command], cwd, timeout, _environment(), OUTPUT_BYTE_LIMIT
-        )
+        result = await run_in_group(argv, cwd, timeout, env, OUTPUT_BYTE_LIMIT)
     except OSError as exc:
         raise ToolFailure(f"Cannot start the command: {exc.strerror or exc}") from exc
     shown = _shown_output(result.output, result.earlier_cut)

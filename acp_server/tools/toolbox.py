@@ -9,12 +9,14 @@ answered "cancelled" (`CancelledByUser`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from acp_server import schemas, updates
+from acp_server.context.profile import ToolRoom
 from acp_server.editor_api import ClientRequestFailed, EditorApi
 from acp_server.errors import ConnectionClosed
 from acp_server.markdown import fence, inline_code
@@ -29,6 +31,9 @@ from acp_server.tools.base import (
     ToolOutcome,
     settle,
 )
+from acp_server.tools.jobs import Jobs
+from acp_server.tools.sandbox import Sandbox
+from acp_server.tools.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +47,21 @@ class Toolbox:
         roots: tuple[Path, ...],
         client: EditorApi,
         permissions: Permissions,
+        jobs: Jobs | None = None,
+        sandbox: Sandbox | None = None,
+        catalog: ToolCatalog | None = None,
     ) -> None:
         self.tools = {t.name: t for t in tools}
+        self.catalog = catalog  # the MCP tools that may be deferred (`tool_search`)
+        if catalog is not None:
+            search = catalog.tool()
+            self.tools[search.name] = search
         self.cwd = cwd
         self.roots = roots
         self.client = client
         self.permissions = permissions
+        self.jobs = jobs if jobs is not None else Jobs()
+        self.sandbox = sandbox if sandbox is not None else Sandbox("off", roots)
         self._started: set[str] = set()
 
     def find(self, name: str) -> Tool | None:
@@ -55,17 +69,32 @@ class Toolbox:
         name that only differs by surrounding spaces, quotes or a trailing colon still finds it."""
         return self.tools.get(name) or self.tools.get(name.strip().strip("`'\"").rstrip(":."))
 
-    def specs(self) -> tuple[ToolSpec, ...]:
+    def specs(self, room: ToolRoom | None = None) -> tuple[ToolSpec, ...]:
+        """The tools for the next request; in `room`, MCP tools that would crowd the window
+        are deferred behind `search_tools` (see `tool_search`)."""
+        hidden: set[str] = set()
+        if self.catalog is not None:
+            hidden = self.catalog.hidden(room) if room is not None else {"search_tools"}
         return tuple(
             ToolSpec(t.name, t.description, t.input_schema or schemas.load(f"tools/{t.name}.json"))
             for t in self.tools.values()
+            if t.name not in hidden
         )
 
     def _context(self, call: ToolCall, emit: Emit) -> ToolContext:
         async def permit(request: Permit) -> None:
             await self._permit(call, request, emit)
 
-        return ToolContext(call.id, self.cwd, self.roots, self.client, emit, permit)
+        return ToolContext(
+            call.id,
+            self.cwd,
+            self.roots,
+            self.client,
+            emit,
+            permit,
+            jobs=self.jobs,
+            sandbox=self.sandbox,
+        )
 
     def announce(self, call: ToolCall) -> updates.Update:
         tool = self.find(call.name)
@@ -94,6 +123,8 @@ class Toolbox:
         if early.verdict == "deny":  # e.g. an edit in Plan mode: refuse before touching anything
             return ToolOutcome(early.reason, ok=False)
         ctx = self._context(call, emit)
+        if self.catalog is not None:
+            self.catalog.used(tool.name)
         try:
             return await tool.run(call.arguments, ctx)
         except ToolFailure as exc:
@@ -102,6 +133,7 @@ class Toolbox:
             log.warning("%s: %s", tool.name, exc)
             return ToolOutcome(str(exc), ok=False)
         except CancelledByUser:
+            self.jobs.turn_cancelled(asyncio.current_task())  # the turn ends as cancelled
             raise
         except ConnectionClosed:  # stdin ended: the turn still finishes, without the editor
             return ToolOutcome(
@@ -196,6 +228,8 @@ def _command_preview(request: Permit) -> dict[str, Any]:
     if request.command is not None:
         where = f"\n\nin {inline_code(str(request.cwd))}" if request.cwd else ""
         text = fence(request.command, "sh") + where
+        if request.reason is not None:
+            text += f"\n\nOutside the sandbox, because: {request.reason}"
     else:
         text = "\n".join(str(p) for p in request.paths) or "(no details)"
     return updates.text_content(text)

@@ -1,9 +1,10 @@
-"""Walking a project tree for the search tools, and the glob patterns they match.
+"""Walking a project tree for the search tools (where ripgrep is not available), and the glob
+patterns they match.
 
-The walk runs in a worker thread (so the event loop keeps serving the editor), prunes the
-directories nobody means to search instead of filtering them afterwards, never follows a
-directory link (so it cannot wander out of the tree it was given, or loop), and stops at the
-next directory once the call is cancelled.
+The walk runs in a worker thread (so the event loop keeps serving the editor), leaves out what
+the ignore rules, hidden names and the user's switches say (`ignore.py`) by pruning folders
+instead of filtering afterwards, never follows a link (so it cannot wander out of the tree it
+was given, or loop), and stops at the next directory once the call is cancelled.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__"})
+from acp_server.tools.ignore import DEFAULT, Rules, Scope
+
 GLOB_MAX_COLLECTED = 100_000
 _MAGIC = re.compile(r"[*?\[{]")
 
@@ -87,31 +89,49 @@ def _class_regex(body: str) -> str:
 
 
 def walk(
-    root: Path, stop: threading.Event, max_depth: int | None = None
+    root: Path, stop: threading.Event, max_depth: int | None = None, scope: Scope = DEFAULT
 ) -> Iterator[tuple[str, bool]]:
-    """(path relative to `root` with '/' separators, is a directory) for what lies under
-    `root`, skipping SKIP_DIRS and not following directory symlinks."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        if stop.is_set():
-            return
-        rel = os.path.relpath(dirpath, root)
-        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        yield from ((prefix + d, True) for d in dirnames)
-        yield from ((prefix + f, False) for f in filenames)
-        depth = prefix.count("/")
-        if max_depth is not None and depth + 1 >= max_depth:
-            dirnames[:] = []
+    """(path relative to `root` with '/' separators, is a directory) for what a search sees
+    under `root`: ignore rules and hidden names as in `ignore.py`, symlinks not followed (and
+    not listed: ripgrep leaves them out too)."""
+    rules = Rules(root, scope)
+    stack = [(root, "", rules.levels)]
+    while stack and not stop.is_set():
+        folder, prefix, levels = stack.pop()
+        if folder != root and (level := rules.level(folder)).specs:
+            levels = [*levels, level]
+        entries = _entries(folder)
+        dirs = []
+        for name, is_dir in entries:
+            if rules.skips(folder / name, is_dir, levels):
+                continue
+            yield prefix + name, is_dir
+            if is_dir and (max_depth is None or prefix.count("/") + 1 < max_depth):
+                dirs.append((folder / name, prefix + name + "/", levels))
+        stack.extend(reversed(dirs))
 
 
-def find_matches(root: Path, segments: list[str], stop: threading.Event) -> tuple[list[str], int]:
+def _entries(folder: Path) -> list[tuple[str, bool]]:
+    """(name, is a directory) in `folder`, sorted, without symlinks; [] when unreadable."""
+    try:
+        with os.scandir(folder) as it:
+            return sorted(
+                (e.name, e.is_dir(follow_symlinks=False)) for e in it if not e.is_symlink()
+            )
+    except OSError:
+        return []
+
+
+def find_matches(
+    root: Path, segments: list[str], stop: threading.Event, scope: Scope = DEFAULT
+) -> tuple[list[str], int]:
     """Up to GLOB_MAX_COLLECTED matching paths under `root` (directories end with '/'), and
     how many matched in all."""
     regex = pattern_regex(segments)
     depth = None if any("**" in s for s in segments) else len(segments)
     found: list[str] = []
     total = 0
-    for rel, is_dir in walk(root, stop, depth):
+    for rel, is_dir in walk(root, stop, depth, scope):
         if regex.fullmatch(rel):
             total += 1
             if len(found) < GLOB_MAX_COLLECTED:

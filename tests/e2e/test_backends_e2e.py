@@ -233,7 +233,10 @@ async def test_finish_reasons_map_to_stop_reasons(
         mock_llm.queue({"text": f"Answer ending with {finish}", "finish": finish})
         stop, seen = await agent.prompt()
         assert (finish, stop) == (finish, expected)
-        assert message_text(seen) == f"Answer ending with {finish}"
+        shown = message_text(seen)
+        assert shown.startswith(f"Answer ending with {finish}")
+        # A reply cut off by the output limit is said to be cut; any other is shown as it came.
+        assert ("The reply was cut off" in shown) == (finish == "length")
     await agent.still_works()
 
 

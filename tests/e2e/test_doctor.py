@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -106,10 +107,24 @@ async def test_a_server_that_is_up_with_the_model_passes(
     assert line(lines, "✔ Model: new sessions start with openai:mock-model")
     assert line(lines, f"✔ Provider openai at {mock_llm.url}/v1: answers (1 model)")
     found = line(lines, "✔ Model openai:mock-model: served")
-    assert "context window 32,768 tokens (from the server)" in found
+    assert f"context window 32,768 tokens, from the server (GET {mock_llm.url}/v1/models)" in found
     assert "tool calling not tried" in found
     assert lines[-1].startswith("No problem found")
     assert not mock_llm.chat_requests, "without --live nothing is asked of the model"
+
+
+async def test_a_hosted_model_whose_server_tells_no_window_gets_the_catalogues(
+    clean_env: dict[str, str], mock_llm: MockLLM
+) -> None:
+    mock_llm.set(models=["gpt-4.1"])  # listed as api.openai.com lists it: no window
+    env = {**openai_env(clean_env, mock_llm), "ACP_SERVER_MODEL": "openai:gpt-4.1"}
+    code, lines, _ = await doctor(env)
+    assert code == 0, "\n".join(lines)
+    found = line(lines, "✔ Model openai:gpt-4.1: served")
+    assert "context window 1,047,576 tokens, from the model catalogue (LiteLLM " in found
+    code, lines, _ = await doctor({**env, "ACP_SERVER_CONTEXT_WINDOW": "50000"})
+    found = line(lines, "✔ Model openai:gpt-4.1: served")
+    assert "context window 50,000 tokens, as ACP_SERVER_CONTEXT_WINDOW sets it (1,047,576" in found
 
 
 async def test_a_server_that_is_down_is_said_with_what_to_do(clean_env: dict[str, str]) -> None:
@@ -272,7 +287,7 @@ async def test_the_configuration_files_mcp_servers_get_a_line_each(
         code, lines, err = await doctor(openai_env(clean_env, mock), "--config", str(config))
     assert code == 1, "\n".join(lines)
     docs = line(lines, f"✔ MCP server docs (stdio: {sys.executable} {MCP_SERVER})")
-    assert "connected in" in docs and docs.endswith(", 6 tools")
+    assert "connected in" in docs and re.search(r", 6 tools, ~\d+ tokens$", docs), docs
     assert line(lines, "✘ MCP server gone (stdio: /nonexistent/docs-mcp --stdio): not available")
     said = advice(lines, "✘ MCP server gone")
     assert "'/nonexistent/docs-mcp' could not be started" in said, said
@@ -301,3 +316,15 @@ async def test_no_mcp_servers_no_mcp_line_and_no_mcp_import(
     imported = [row.rsplit("|", 1)[-1].strip() for row in err.decode().splitlines()]
     assert "acp_server.doctor.setup" in imported  # -X importtime did list the imports
     assert not [name for name in imported if name == "mcp" or name.startswith("mcp.")]
+
+
+async def test_the_sandbox_in_force_is_said_and_why(clean_env: dict[str, str]) -> None:
+    env = {**clean_env, "ACP_SERVER_SANDBOX": "workspace-write"}
+    _, lines, _ = await doctor({**env, "ACP_SERVER_SANDBOX_WITH": "landlock"})
+    assert line(lines, "✔ Sandbox workspace-write, kept by landlock"), lines
+    assert "(from ACP_SERVER_SANDBOX)" in next(x for x in lines if "Sandbox" in x)
+    _, lines, _ = await doctor({**env, "ACP_SERVER_SANDBOX_WITH": "none"})
+    assert line(lines, "! Sandbox workspace-write cannot be kept on this machine"), lines
+    assert "bubblewrap" in advice(lines, "! Sandbox")
+    _, lines, _ = await doctor({**clean_env, "ACP_SERVER_SANDBOX": "off"})
+    assert line(lines, "✔ Sandbox off"), lines

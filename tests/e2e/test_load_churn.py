@@ -28,6 +28,7 @@ import pytest
 
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.protocol.handlers import AcpAgent
+from acp_server.settings import Settings
 from tests.support.fake_editor import FakeEditor, InProcessPeer
 from tests.support.load import ProcessUsage, alive, started_pids
 from tests.support.mock_llm import MockLLM
@@ -197,7 +198,9 @@ class InProcess:
     def __init__(self, cwd: Path) -> None:
         script = [r for n in range(WARMUP + SESSIONS) for r in rounds(n, cwd)]
         backend = ScriptedBackend.from_rounds(script)
-        self.agent = AcpAgent(lambda: backend)
+        # Commands as before the sandbox: they write their pid (`$$`) for the test to look
+        # for, and inside the sandbox's own PID namespace that is not the pid seen from here.
+        self.agent = AcpAgent(lambda: backend, Settings(sandbox="off"))
         self.peer = InProcessPeer(FakeEditor(terminal=False))
         self.agent.conn = self.peer
         self.handlers = self.agent.request_handlers()

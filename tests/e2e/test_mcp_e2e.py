@@ -79,7 +79,8 @@ async def test_stdio_tools_are_offered_called_and_fed_back(
         {"expect": {"contains": ["image (image/png)"]}, "text": "Done."},
     ]
     editor = FakeEditor(fs=False, terminal=False)
-    server = await server_factory("--script", str(script(rounds)))
+    # Room for the image (~1,000 tokens) beside our own tools, without compacting.
+    server = await server_factory("--script", str(script(rounds)), "--context-window", "32768")
     session = await open_with(server, editor, tmp_path, [stdio("docs")])
     stop, frames = await run_prompt(server, session)
 

@@ -101,7 +101,11 @@ async def test_a_long_session_overflows_a_small_real_window_and_every_turn_compl
             reply, before = await server.response(await server.call("session/prompt", params), 60)
             result = reply["result"]
             assert result["stopReason"] in ("end_turn", "max_tokens", "max_turn_requests"), reply
-            assert "turnFailed" not in result.get("_meta", {}).get("acpServer", {}), (n, reply)
+            failed = result.get("_meta", {}).get("acpServer", {}).get("turnFailed")
+            # A 135M model sometimes answers with nothing at all: that turn fails, worded, and
+            # adds nothing to the conversation (issue 19). Any other failure is the agent's.
+            empty = failed is not None and failed["message"].startswith("The model sent an empty")
+            assert failed is None or empty, (n, reply)
             compacted += sum(
                 1
                 for f in before

@@ -319,8 +319,8 @@ async def test_reading_outside_the_project_always_asks(
 async def test_searching_never_reads_through_a_link_out_of_the_project(
     server_factory: Start, script: Any, tmp_path: Path, through_editor: bool
 ) -> None:
-    """grep skips (and names) a linked file that leads outside; glob and list_directory show
-    where it leads; read_file on the same link asks, as reading outside always does."""
+    """grep and glob never follow links; list_directory shows where one leads; read_file on
+    the same link asks, as reading outside always does."""
     project, outside = tmp_path / "project", tmp_path / "outside"
     project.mkdir()
     outside.mkdir()
@@ -345,16 +345,41 @@ async def test_searching_never_reads_through_a_link_out_of_the_project(
     finals = final_updates(frames)
     ids = [u["toolCallId"] for u in updates_of(frames) if u["sessionUpdate"] == "tool_call"]
     texts = [_text(finals[i]) for i in ids]
-    assert texts[0].startswith("notes.txt:1: token here\n[Not searched: 1 file is a link")
-    assert "(leak.txt)" in texts[0]
+    assert texts[0] == "notes.txt:1: token here"
     asked = [r["toolCall"]["toolCallId"] for r in editor.permission_requests]
     assert asked == [ids[1], ids[4]]  # grep inside the linked directory, and read_file
     assert [finals[i]["status"] for i in (ids[1], ids[4])] == ["failed", "failed"]
     link_note = f"-> {outside / 'secret.txt'} (outside the project; reading it asks the user)"
-    assert f"leak.txt {link_note}" in texts[2].splitlines()
+    assert texts[2] == "notes.txt"
     assert f"leak.txt {link_note}" in texts[3].splitlines()
     assert editor.reads == []
 
 
 def _text(update: dict[str, Any]) -> str:
     return str(update["content"][0]["content"]["text"])
+
+
+async def test_grep_leaves_out_gitignored_folders_unless_asked(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    for rel in ("src/app.py", "build/app.py", ".cache/app.py"):
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text("needle\n", encoding="utf-8")
+    (project / ".git").mkdir()
+    (project / ".gitignore").write_text("build/\n", encoding="utf-8")
+    rounds = [
+        call("grep", pattern="needle", files_only=True),
+        call("grep", pattern="needle", files_only=True, include_ignored=True, include_hidden=True),
+        {"text": "ok"},
+    ]
+    server = await server_factory("--script", str(script(rounds)), env=_data_env(tmp_path))
+    session = await open_session(server, FakeEditor(), project)
+    stop, frames = await run_prompt(server, session)
+    assert stop == "end_turn"
+    finals = final_updates(frames)
+    ids = [u["toolCallId"] for u in updates_of(frames) if u["sessionUpdate"] == "tool_call"]
+    assert [_text(finals[i]).splitlines() for i in ids] == [
+        ["src/app.py"],
+        [".cache/app.py", "build/app.py", "src/app.py"],
+    ]

@@ -137,6 +137,14 @@ def turn_requests(mock: MockLLM) -> list[Recorded]:
     return [r for r in mock.chat_requests if tool_names(r.json)]
 
 
+def overflowed_only_unknowing(mock: MockLLM) -> bool:
+    """No request was refused as too long, but perhaps the first: it is sent before the
+    server's window is known (the lookup runs beside it, for the configured or default
+    window), and the full tool set alone no longer fits 4,096 tokens. Its refusal teaches the
+    window; none may follow."""
+    return mock.overflows in ([], mock.chat_requests[:1])
+
+
 def has_tool_shapes(request: Recorded) -> bool:
     """Tools offered, a tool-role message, or a tool call in the request."""
     body = request.json

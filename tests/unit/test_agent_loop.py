@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from acp_server.agent.loop import CANCELLED_RESULT, StopReason, Turn, run_turn
+from acp_server.agent.history import History
+from acp_server.agent.loop import StopReason, Turn, run_turn
+from acp_server.agent.turn_text import CANCELLED_RESULT, LIMIT_RESULT
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.messages import history_problems, text_message
 from acp_server.permissions import Mode, Permissions, RuleStore
@@ -109,7 +111,7 @@ def rig(tmp_path: Path) -> Callable[..., Rig]:
         )
         turn = Turn(
             backend=backend,
-            history=[text_message("user", "Please help.")],
+            history=History([text_message("user", "Please help.")]),
             emit=seen.append,
             tools=toolbox,
             max_requests=max_requests,
@@ -159,16 +161,32 @@ async def test_a_refusal_ends_the_turn_as_refusal(rig: Callable[..., Rig]) -> No
     assert len(r.backend.requests) == 1
 
 
-async def test_max_turn_requests_stops_a_model_that_keeps_calling_tools(
+async def test_max_turn_requests_ends_with_a_round_that_says_where_it_stopped(
     rig: Callable[..., Rig],
 ) -> None:
+    rounds: list[dict[str, Any]] = [
+        {"tool_calls": [call(f"c{n}", "update_plan", PLAN)]} for n in range(2)
+    ]
+    rounds.append({"text": "I made the plan twice; next: write the code."})
+    r = rig(rounds, max_requests=2)
+    assert await r.run() == "max_turn_requests"
+    assert len(r.backend.requests) == 3
+    assert "used all 2 model requests" in r.backend.requests[-1].system
+    assert "used all" not in r.backend.requests[0].system
+    assert r.announced() == ["c0", "c1"]
+    said = "".join(r.texts())
+    assert said.index("I made the plan twice") < said.index("The turn stopped after 2 model")
+    assert r.turn.history[-1].text == "I made the plan twice; next: write the code."
+
+
+async def test_a_tool_called_in_the_last_round_is_not_run(rig: Callable[..., Rig]) -> None:
     r = rig(
         [{"tool_calls": [call(f"c{n}", "update_plan", PLAN)]} for n in range(5)], max_requests=2
     )
     assert await r.run() == "max_turn_requests"
-    assert len(r.backend.requests) == 2
+    assert len(r.backend.requests) == 3
     assert r.announced() == ["c0", "c1"]
-    assert set(r.results()) == {"c0", "c1"}
+    assert r.results() == {"c0": r.results()["c0"], "c1": r.results()["c1"], "c2": LIMIT_RESULT}
 
 
 # --- tool failures are results the model reads ------------------------------------------------
@@ -188,7 +206,9 @@ async def test_an_unknown_tool_is_answered_with_the_tools_there_are(
 ) -> None:
     r = rig([{"tool_calls": [call("c1", "fly", {"to": "moon"})]}, {"text": "I cannot fly."}])
     told = await model_was_told(r, "c1")
-    assert told.startswith("Unknown tool 'fly'. Available tools: edit_file, glob, grep")
+    assert told.startswith(
+        "Unknown tool 'fly'. Available tools: command_output, edit_file, fetch_url"
+    )
 
 
 async def test_invalid_arguments_are_answered_with_what_is_wrong(

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
+from acp_server.agent.history import History
 from acp_server.agent.turn_context import SessionContext, TurnContext
 from acp_server.backends.providers import Price
 from acp_server.context import Window
@@ -60,9 +61,7 @@ def context(
     turn: Replies, summarizer: tuple[Replies, Price | None] | None, shown: list[Update]
 ) -> TurnContext:
     session = SessionContext(Window(configured=32768))
-    ctx = TurnContext(
-        session, turn, shown.append, store=lambda _h: None, price=Price(2, 8), summarizer=summarizer
-    )
+    ctx = TurnContext(session, turn, shown.append, price=Price(2, 8), summarizer=summarizer)
     ctx.begin("You are a coding agent.", ())
     return ctx
 
@@ -76,7 +75,7 @@ async def test_a_summary_round_is_counted_at_the_compaction_models_price() -> No
     cheap = Replies(TextDelta("A summary."), Usage(prompt_tokens=10_000, completion_tokens=500))
     shown: list[Update] = []
     ctx = context(turn, (cheap, Price(0.1, 0.4)), shown)
-    await ctx.compact(history(8), manual=True)
+    await ctx.compact(History(history(8)), manual=True)
     assert len(cheap.requests) == 1 and turn.requests == []
     # 10,000 in at $0.10 and 500 out at $0.40 per million tokens (not the turn model's $2/$8).
     assert costs(shown) == [pytest.approx(0.0012)]
@@ -87,7 +86,7 @@ async def test_a_compaction_models_overflow_does_not_lower_the_sessions_window()
     cheap = Replies(StreamError("too long for me", overflow=overflow))
     shown: list[Update] = []
     ctx = context(Replies(), (cheap, None), shown)
-    await ctx.compact(history(8), manual=True)  # the summary fails: truncation instead
+    await ctx.compact(History(history(8)), manual=True)  # the summary fails: truncation instead
     assert ctx.budget.window.size == 32768
 
 
@@ -95,6 +94,6 @@ async def test_the_turn_models_summary_round_is_counted_at_its_price() -> None:
     turn = Replies(TextDelta("A summary."), Usage(prompt_tokens=1000, completion_tokens=100))
     shown: list[Update] = []
     ctx = context(turn, None, shown)
-    await ctx.compact(history(8), manual=True)
+    await ctx.compact(History(history(8)), manual=True)
     assert len(turn.requests) == 1
     assert costs(shown) == [pytest.approx(0.0028)]

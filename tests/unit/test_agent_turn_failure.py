@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from acp_server import updates
+from acp_server.agent.history import History
 from acp_server.agent.loop import Turn, TurnFailure, run_turn
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.editor_api import NoEditor
@@ -46,7 +47,7 @@ class Crashes:
 
 async def test_run_turn_records_a_backend_error_as_the_turns_failure() -> None:
     seen: list[updates.Update] = []
-    turn = Turn(backend=Fails(), history=[text_message("user", "hi")], emit=seen.append)
+    turn = Turn(backend=Fails(), history=History([text_message("user", "hi")]), emit=seen.append)
     assert await run_turn(turn) == "end_turn"
     assert turn.failure == TurnFailure("model", "The server hung up.")
 
@@ -54,7 +55,7 @@ async def test_run_turn_records_a_backend_error_as_the_turns_failure() -> None:
 async def test_a_normal_turn_has_no_failure(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text('[{"text": "Hello."}]', encoding="utf-8")
-    turn = Turn(ScriptedBackend(script), [text_message("user", "hi")], lambda u: None)
+    turn = Turn(ScriptedBackend(script), History([text_message("user", "hi")]), lambda u: None)
     assert await run_turn(turn) == "end_turn"
     assert turn.failure is None
 

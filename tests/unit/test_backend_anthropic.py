@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from acp_server.backends import catalog
 from acp_server.backends._http import RetryPolicy
 from acp_server.backends.anthropic import AnthropicBackend, known_window
 from acp_server.messages import (
@@ -197,7 +198,8 @@ async def test_defaults_and_a_base_url_with_v1(make: Any) -> None:
     assert str(seen[0].url) == "https://proxy.test/v1/messages"
     assert "x-api-key" not in seen[0].headers
     body = json.loads(seen[0].content)
-    assert body["max_tokens"] == 8192 and "tools" not in body and "thinking" not in body
+    assert body["max_tokens"] == 64_000  # Sonnet 4.5's output limit
+    assert "tools" not in body and "thinking" not in body
 
 
 async def test_image_tool_results_and_system_messages(llm: MockLLM, make: Any) -> None:
@@ -248,7 +250,7 @@ async def test_signed_thinking_goes_back_unchanged_with_the_tool_calls(
     await collect(backend, follow)
     first_body, second_body = (r.json for r in llm.chat_requests)
     assert first_body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
-    assert first_body["max_tokens"] == 8192
+    assert first_body["max_tokens"] == 64_000
     assert second_body["thinking"] == first_body["thinking"]
     assert second_body["messages"][1] == {
         "role": "assistant",
@@ -260,7 +262,7 @@ async def test_no_private_data_without_tool_calls(llm: MockLLM, make: Any) -> No
     llm.queue({"thought": "Easy.", "text": "Hi."})
     events = await collect(make(llm.url, thinking_budget=1024))
     assert not any(isinstance(e, PrivateData) for e in events)
-    assert llm.chat_requests[0].json["max_tokens"] == 8192
+    assert llm.chat_requests[0].json["max_tokens"] == 64_000
 
 
 async def test_thinking_is_left_off_when_the_pending_calls_lost_their_thinking(
@@ -524,15 +526,29 @@ async def test_a_context_overflow_is_not_retried(llm: MockLLM, make: Any) -> Non
         ("anthropic/claude-haiku-4-5", 200_000),
         ("claude-instant-1.2", 100_000),
         ("claude-2.0", 100_000),
-        ("gpt-4.1", None),
+        ("claude-9-unheard-of", 200_000),
+        ("some-gateway-model", None),
     ],
 )
 async def test_the_window_comes_from_the_table(make: Any, model: str, window: int | None) -> None:
     assert known_window(model) == window
-    assert await make("https://api.test", model=model).context_window() == window
+    backend = make("https://api.test", model=model)
+    facts = catalog.lookup(model)
+    expected = facts.window if facts is not None else window
+    assert await backend.context_window() == expected
+    assert backend.window_origin == (
+        facts.source if facts else "the documented window of its model family" if window else ""
+    )
+
+
+async def test_a_model_of_the_catalogue_gets_its_window_and_says_where_from(make: Any) -> None:
+    backend = make("https://api.test", model="claude-sonnet-4-5")
+    assert await backend.context_window() == 200_000
+    assert backend.window_origin.startswith("the model catalogue (LiteLLM ")
 
 
 async def test_a_configured_window_wins(make: Any) -> None:
     backend = make("https://api.test", context_window=1_000_000)
     assert await backend.context_window() == 1_000_000
+    assert backend.window_origin == "the configuration file"
     assert backend.label == f"anthropic:{MODEL}"

@@ -11,7 +11,7 @@ import pytest
 from acp_server.backends import _openai_wire
 from acp_server.backends._http import RetryPolicy, error_from_response
 from acp_server.backends.anthropic import AnthropicBackend
-from acp_server.backends.images import refuses_images
+from acp_server.backends.images import TOOL_IMAGES_INTRO, refuses_images
 from acp_server.backends.ollama import OllamaBackend
 from acp_server.backends.openai import OpenAIBackend
 from acp_server.messages import (
@@ -123,20 +123,26 @@ async def test_a_configured_text_only_anthropic_model_gets_a_note(mock_llm: Mock
     assert blocks == [{"type": "text", "text": "what is this?"}, {"type": "text", "text": NOTE}]
 
 
-def test_an_image_in_an_openai_tool_result_becomes_a_note_not_nothing() -> None:
-    call = ToolCall("call_1", "screenshot", {})
+def test_openai_tool_result_images_follow_the_results_in_a_user_message() -> None:
+    calls = (ToolCall("call_1", "screenshot", {}), ToolCall("call_2", "read_file", {}))
+    jpeg = ImagePart("/9j/4AAQ", "image/jpeg")
     history = (
         Message("user", (TextPart("take a screenshot"),)),
-        Message("assistant", tool_calls=(call,)),
+        Message("assistant", tool_calls=calls),
         Message("tool", (TextPart("done: "), ImagePart(PNG, "image/png")), tool_call_id="call_1"),
+        Message("tool", (TextPart("read"), jpeg), tool_call_id="call_2"),
         Message("user", (TextPart("and this one?"), ImagePart(PNG, "image/png"))),
     )
     body = _openai_wire.payload("gpt-x", ModelRequest(history), stream=True, stream_options=False)
-    tool = body["messages"][2]
-    assert tool["content"] == (
-        "done: [an image (image/png) was here; images in tool results cannot be passed on to "
-        "this model]"
-    )
-    user = body["messages"][3]["content"]
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["user", "assistant", "tool", "tool", "user", "user"]
+    assert body["messages"][2]["content"] == "done: \n[image (image/png): attached below]"
+    attached = body["messages"][4]["content"]
+    assert attached[0] == {"type": "text", "text": TOOL_IMAGES_INTRO}
+    assert [p["image_url"]["url"] for p in attached[1:]] == [
+        f"data:image/png;base64,{PNG}",
+        "data:image/jpeg;base64,/9j/4AAQ",
+    ]
+    user = body["messages"][5]["content"]
     assert user[1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}
     assert openai_problems(body) == []

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from acp_server.backends._http import RetryPolicy
+from acp_server.backends.images import TOOL_IMAGES_INTRO
 from acp_server.backends.responses import ResponsesBackend, needs_responses, reasons
 from acp_server.messages import (
     Event,
@@ -193,8 +194,17 @@ async def test_images_system_messages_and_image_tool_results(llm: MockLLM, make:
         "name": "read_file",
         "arguments": '{"path": "a.png"}',
     }
-    assert items[3]["output"].startswith("the image:[an image (image/png)")
-    assert llm.invalid == []
+    # A function_call_output is text: the image follows the results in a user message.
+    assert items[3]["output"] == "the image:\n[image (image/png): attached below]"
+    assert items[4] == {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": TOOL_IMAGES_INTRO},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+        ],
+    }
+    assert llm.invalid == []  # the strict mock takes it
 
 
 # ----- reasoning items ------------------------------------------------------------------------

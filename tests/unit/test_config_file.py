@@ -25,6 +25,7 @@ from acp_server.config.show import render_effective
 from acp_server.models.carryover import ID_STYLES
 from acp_server.permissions import MODE_IDS
 from acp_server.schemas import schema_dir
+from acp_server.settings import FetchSettings
 from acp_server.thought import LEVELS
 
 GOOD = """\
@@ -120,6 +121,15 @@ def test_models_and_defaults_are_read(tmp_path: Path) -> None:
     assert (config.default_mode, config.compaction_model) == ("accept_edits", "local:qwen3:4b")
 
 
+def test_the_fetch_table_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[fetch]\nenabled = false\nallow_private = true\n", encoding="utf-8")
+    assert load_config(path, {}).fetch == FetchSettings(enabled=False, allow_private=True)
+    path.write_text("[fetch]\nallow_privat = true\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="allow_privat"):
+        load_config(path, {})
+
+
 # ----- five broken files, one problem each, naming the key and the line ------------------------
 
 
@@ -191,6 +201,11 @@ def test_more_mistakes_each_named(tmp_path: Path) -> None:
         '[[models]]\nprovider = "openai"\nid = "a"\n[[models]]\nprovider = "openai"\nid = "a"\n',
     )
     assert twice == "line 6, `models[1].id`: openai:a is listed twice"
+    reserve = only_problem(
+        tmp_path,
+        '[[models]]\nprovider = "openai"\nid = "a"\nwindow = 8000\nreply_reserve = 4000\n',
+    )
+    assert reserve.startswith("line 5, `models[0].reply_reserve`: the reply reserve (4,000)")
 
 
 def test_the_error_says_what_to_do_and_lists_every_problem(tmp_path: Path) -> None:
@@ -237,6 +252,15 @@ def test_the_effective_configuration_is_shown_without_secrets(tmp_path: Path) ->
     assert parsed["providers"]["local"]["base_url"] == "http://127.0.0.1:1234/v1"
     assert parsed["models"][0]["price"] == {"input": 3.0, "output": 15.0}
     assert parsed["default_mode"] == "accept_edits"
+
+
+def test_a_model_without_a_window_is_shown_with_the_catalogues(tmp_path: Path) -> None:
+    text = '[[models]]\nprovider = "openai"\nid = "gpt-4.1"\n'
+    text += '[[models]]\nprovider = "openai"\nid = "o3"\nwindow = 100000\n'
+    shown = render_effective(load_config(write(tmp_path, text), {}), {})
+    assert "# window: 1,047,576 tokens unless its server says, from the model catalogue" in shown
+    assert shown.count("# window:") == 1  # o3's own window is shown as configured
+    assert tomllib.loads(shown)["models"][1]["window"] == 100000
 
 
 def test_the_schema_lists_what_the_code_knows() -> None:

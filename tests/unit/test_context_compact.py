@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 import pytest
 
 from acp_server.context.compact import (
-    GOAL_SHARE,
     MAX_SUMMARY_FAILURES,
     Compaction,
     compact,
     shrank,
+    worth_compacting,
 )
 from acp_server.context.fit import ContextBudget
-from acp_server.context.prune import prune_tool_outputs
 from acp_server.context.state import is_state_message
 from acp_server.context.truncate import clip_result
 from acp_server.context.window import Window
@@ -48,11 +47,13 @@ def read_turn(n: int, chars: int = 6000) -> list[Message]:
         text_message("user", f"request {n}: look at f{n}"),
         Message("assistant", tool_calls=(call,)),
         text_message("tool", "x = 1\n" * (chars // 6), tool_call_id=f"r{n}"),
-        text_message("assistant", f"answer {n}"),
+        text_message("assistant", f"answer {n}: " + "f{n} sets x to one, and then returns. " * 12),
     ]
 
 
 def session(turns: int) -> list[Message]:
+    """`turns` exchanges that each read a file and answer at some length: pruning frees the
+    reads, never the answers, so a long one needs a summary in a small window."""
     return [m for n in range(turns) for m in read_turn(n)]
 
 
@@ -115,50 +116,120 @@ async def test_summary_when_pruning_is_not_enough() -> None:
     assert budget.fit(SYSTEM, TOOLS, result.history).status == "fits"
 
 
-def beyond_the_goal(hist: list[Message], system: str) -> int:
-    """Tokens by which the most pruning can do misses the goal (negative: under it)."""
+async def test_pruning_goes_closer_in_when_the_last_two_exchanges_do_not_fit() -> None:
     budget = ContextBudget(Window(configured=8192))
-    fit = budget.fit(system, TOOLS, prune_tool_outputs(hist, budget.estimator, 0))
-    room = fit.budget - fit.system - fit.tools
-    return fit.used - (fit.system + fit.tools + int(room * GOAL_SHARE))
+    newest = read_turn(99)[:3]
+    hist = [*session(4), *newest]
+    result = await run(budget, hist, Summaries())
+    assert result.stage == "prune"
+    by_id = {m.tool_call_id: m.text for m in result.history if m.role == "tool"}
+    assert by_id["r3"].startswith("[Output removed")  # the previous exchange's read
+    assert result.history[-1] is newest[-1]  # the file the model just asked for, whole
 
 
-def at_the_goal(hist: list[Message]) -> int:
-    """How many characters of system prompt put pruning's result right at the goal."""
-    low, high = 0, 40_000
-    assert beyond_the_goal(hist, SYSTEM) < 0 < beyond_the_goal(hist, SYSTEM + "p" * high)
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (
-            (middle, high) if beyond_the_goal(hist, SYSTEM + "p" * middle) < 0 else (low, middle)
-        )
-    return high
+async def test_the_current_prompt_alone_is_never_compacted() -> None:
+    budget = ContextBudget(Window(configured=8192))
+    prompt = text_message("user", "Please review this paste:\n" + "paste line\n" * 1700)
+    fit = budget.fit(SYSTEM, TOOLS, [prompt])
+    assert fit.status == "compact"  # 85-100 % of the budget: it fits, and nothing is older
+    assert not worth_compacting(budget, SYSTEM, TOOLS, [prompt])
+    result = await run(budget, [prompt], Summaries())
+    assert result.stage == "none" and result.history == [prompt]
 
 
-async def stage_with(hist: list[Message], pad: int, budget: ContextBudget | None = None) -> str:
-    budget = budget or ContextBudget(Window(configured=8192))
-    result = await compact(budget, SYSTEM + "p" * pad, TOOLS, hist, Summaries())
+async def test_a_near_budget_prompt_after_a_conversation_stays_verbatim() -> None:
+    budget = ContextBudget(Window(configured=8192))
+    prompt = text_message("user", "Please review this paste:\n" + "paste line\n" * 1600)
+    hist = [*session(6), prompt]
+    for summaries in (Summaries(["Goal: review pastes."]), Summaries([None])):
+        result = await run(budget, hist, summaries)
+        assert result.stage in ("summary", "truncate")
+        assert result.history[-1] is prompt  # the user's words, not wrapped in a note
+        assert prompt.text not in result.history[0].text
+        assert result.after < result.before
+        assert history_problems(result.history) == []
+
+
+async def test_a_compaction_that_leaves_the_request_above_the_trigger_is_not_repeated() -> None:
+    """A newest round that alone nearly fills the budget: pruning leaves the request above the
+    trigger, and the next requests do not compact again until the history has grown."""
+    budget = ContextBudget(Window(configured=8192))
+    big = read_turn(99, 16_000)
+    hist = [*session(4), *big[:3]]
+    result = await run(budget, hist, Summaries())
+    after = budget.fit(SYSTEM, TOOLS, result.history)
+    assert after.used > after.trigger and budget.floor == result.after
+    grown = [*result.history, big[3], text_message("user", "thanks")]
+    assert budget.fit(SYSTEM, TOOLS, grown).status == "fits"
+    more = [*grown, *read_turn(100, 3000)[1:3]]  # grown by a clear share of the room
+    assert budget.fit(SYSTEM, TOOLS, more).status == "compact"
+
+
+async def test_a_summary_that_would_free_little_beside_a_large_newest_round_is_skipped() -> None:
+    """Nothing older to prune, a few short messages before a file that fills most of the
+    window: a summary round would free almost nothing, so nothing is compacted or shown."""
+    budget = ContextBudget(Window(configured=8192))
+    chat = [text_message("user", "hello"), text_message("assistant", "Hello! What next?")]
+    hist = [*chat, *read_turn(99, 18_500)[:3]]
+    fit = budget.fit(SYSTEM, TOOLS, hist)
+    assert fit.status == "compact" and fit.used <= fit.budget
+    assert not worth_compacting(budget, SYSTEM, TOOLS, hist)
+    summaries = Summaries()
+    result = await run(budget, hist, summaries)
+    assert result.stage == "none" and result.history == hist and summaries.requests == []
+
+
+def close_call_history() -> list[Message]:
+    """Older reads pruning can remove, an exchange without tools, then the file the model just
+    asked for: every way of pruning leaves the same request."""
+    chat = [text_message("user", "and the tests?"), text_message("assistant", "They pass. " * 40)]
+    newest = read_turn(99, 3000)[:3]
+    return [*(m for n in range(4) for m in read_turn(n, 3000)), *chat, *newest]
+
+
+async def stage_with(pad: int, budget: ContextBudget) -> str:
+    """The stage a compaction of `close_call_history()` takes with `pad` more characters of
+    system prompt (a longer working directory)."""
+    result = await compact(budget, SYSTEM + "p" * pad, TOOLS, close_call_history(), Summaries())
     return result.stage
 
 
-async def test_a_few_tokens_either_side_of_the_goal_do_not_flip_the_stage() -> None:
-    """A longer working directory in the system prompt must not turn a prune into a summary."""
-    hist = [m for n in range(8) for m in read_turn(n, 3000)]
-    edge = at_the_goal(hist)
-    stages = {await stage_with(hist, edge + chars) for chars in range(-140, 141, 35)}
-    assert stages == {"prune"}
-
-
-async def test_a_close_call_goes_the_way_the_last_compaction_went() -> None:
-    hist = [m for n in range(8) for m in read_turn(n, 3000)]
-    edge = at_the_goal(hist)
+async def after_a_summary() -> ContextBudget:
+    """A budget whose last compaction needed a summary."""
     budget = ContextBudget(Window(configured=8192))
-    assert (
-        await run(budget, [*session(30), text_message("user", "go on")], Summaries())
-    ).stage == "summary"
-    assert await stage_with(hist, edge, budget) == "summary"  # it needed more last time
-    assert await stage_with(hist, edge - 3500, budget) == "prune"  # clearly enough
-    assert await stage_with(hist, edge, budget) == "prune"  # and now a close call prunes
+    hist = [*session(30), text_message("user", "go on")]
+    assert (await run(budget, hist, Summaries())).stage == "summary"
+    return budget
+
+
+async def switch_point(primed: bool) -> int:
+    """The fewest characters of system prompt from which the compaction summarizes."""
+
+    async def stage(pad: int) -> str:
+        budget = await after_a_summary() if primed else ContextBudget(Window(configured=8192))
+        return await stage_with(pad, budget)
+
+    low, high = 0, 20_000
+    assert await stage(low) == "prune" and await stage(high) == "summary"
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if await stage(middle) == "summary" else (middle, high)
+    return high
+
+
+async def test_the_choice_between_pruning_and_a_summary_has_slack() -> None:
+    """A fresh session prunes up to a point; one that just summarized summarizes from a point
+    well below it: between the two, a few tokens do not decide."""
+    fresh, primed = await switch_point(False), await switch_point(True)
+    assert fresh - primed >= 700  # ~200 tokens: a long path, several times over
+
+
+async def test_a_session_hovering_at_the_goal_keeps_one_stage() -> None:
+    """Requests a few tokens either side of the middle of the band: the stage never flips."""
+    middle = (await switch_point(False) + await switch_point(True)) // 2
+    for budget in (ContextBudget(Window(configured=8192)), await after_a_summary()):
+        stages = [await stage_with(middle + (60 if n % 2 else -60), budget) for n in range(6)]
+        assert len(set(stages)) == 1, stages
 
 
 @pytest.mark.parametrize(
@@ -306,13 +377,16 @@ class Loop:
     warnings: int = 0
     warned_at: int = 0  # requests sent when the first warning came
     compactions: int = 0
+    summaries: Summaries = field(default_factory=Summaries)
 
     async def request(self, hist: list[Message]) -> list[Message]:
         for attempt in range(2):
             fit = self.budget.fit(SYSTEM, self.tools, hist)
             assert fit.status != "too_large", fit.problem()
-            if fit.status == "compact":
-                hist = (await compact(self.budget, SYSTEM, self.tools, hist, Summaries())).history
+            if fit.status == "compact" and worth_compacting(self.budget, SYSTEM, self.tools, hist):
+                hist = (
+                    await compact(self.budget, SYSTEM, self.tools, hist, self.summaries)
+                ).history
                 self.compactions += 1
                 assert history_problems(hist) == []
                 fit = self.budget.fit(SYSTEM, self.tools, hist)
@@ -349,7 +423,10 @@ async def test_sixty_tool_heavy_turns_against_an_enforced_8k_window() -> None:
         hist = await loop.turn(hist, n, 6000)
     assert loop.server.rejected == 1  # the first overflow teaches the window; none after
     assert loop.budget.window.size == 8192
-    assert loop.compactions < 40  # compaction frees real room; it does not run every round
+    # Compaction leaves room: at most one per turn (two reads do not fit under the trigger),
+    # mostly prunes, and a summary round at most every third turn.
+    assert loop.compactions <= 60
+    assert len(loop.summaries.requests) <= 20
 
 
 async def test_a_window_only_reported_is_never_exceeded() -> None:

@@ -152,7 +152,9 @@ def test_after_round_guards_against_silent_truncation() -> None:
     hist = history(60)
     fit = budget.fit("system", TOOLS, hist)
     assert fit.used > 13000
-    assert budget.after_round(fit, 6144) == 6144
+    assert budget.after_round(fit, 6144) is None  # once: a suspicion, not yet believed
+    assert budget.window.size == 32768
+    assert budget.after_round(budget.fit("system", TOOLS, hist), 6144) == 6144  # it repeats
     assert budget.window.size == 6144
     assert budget.estimator.factor == 1.0  # a truncated count teaches nothing about tokens
     assert budget.fit("system", TOOLS, hist).status == "compact"
@@ -193,7 +195,7 @@ def test_an_overflow_with_only_the_prompt_count_lowers_below_it() -> None:
 
 
 def test_fit_is_a_value() -> None:
-    fit = Fit(8192, 6144, 5222, 100, 200, 50, 1000, 1300)
+    fit = Fit(8192, 6144, 5222, 5222, 100, 200, 50, 1000, 1300)
     assert (fit.used, fit.fixed, fit.room) == (1300, 350, 4844)
 
 
@@ -211,3 +213,73 @@ def test_capped_reports_do_not_hide_a_silent_truncation() -> None:
     assert true_count < 10_000  # caught early: the server had dropped about a third
     assert budget.window.size == 6144
     assert budget.estimator.factor >= 1.0
+
+
+def test_a_cache_hit_is_not_read_as_a_cut() -> None:
+    """A server that says part of the prompt came from its cache may count only the rest."""
+    budget = ContextBudget(Window(configured=32768))
+    hist = history(60)
+    for _ in range(3):
+        fit = budget.fit("system", TOOLS, hist)
+        assert budget.after_round(fit, 2000, cached=12000) is None
+    assert budget.window.size == 32768
+
+
+def test_a_count_of_only_what_is_new_is_a_prompt_cache_not_a_cut() -> None:
+    """Ollama counts `prompt_eval_count` net of its cache: about the size of what was added."""
+    budget = ContextBudget(Window(configured=32768))
+    hist = history(60)
+    budget.after_round(budget.fit("system", TOOLS, hist), 15000)
+    for n in range(4):
+        hist += turn(100 + n, 3000)
+        fit = budget.fit("system", TOOLS, hist)
+        assert budget.after_round(fit, 1100) is None
+    assert budget.window.size == 32768
+
+
+def test_a_window_learned_from_low_counts_never_refuses_a_request() -> None:
+    budget = ContextBudget(Window(configured=32768))
+    budget.window.lower(700, "truncation")
+    fit = budget.fit("rules " * 1000, TOOLS, [text_message("user", "hi")])
+    assert fit.status != "too_large"
+    assert fit.window == 32768
+
+
+def test_a_refusal_says_where_the_window_came_from() -> None:
+    budget = ContextBudget(Window(discovered=4096))
+    problem = budget.fit("rules " * 3000, TOOLS, [text_message("user", "hi")]).problem() or ""
+    assert "4,096 tokens (as the model server reports it)" in problem
+    assert "Start the model server with a larger context" in problem
+
+
+def test_an_overshooting_factor_does_not_make_honest_counts_look_cut() -> None:
+    """A slope fitted through a few reports can overshoot (1.9 was seen after a compaction):
+    the guard then must not read every honest count as a cut."""
+    budget = ContextBudget(Window(configured=16384))
+    hist = history(12)
+    for _ in range(3):
+        fit = budget.fit("system", TOOLS, hist)
+        budget.estimator.factor = 1.95
+        assert budget.after_round(fit, int(fit.raw_text * 1.15)) is None
+    assert budget.window.size == 16384
+
+
+def test_after_a_compaction_that_freed_too_little_the_threshold_waits_for_growth() -> None:
+    budget = ContextBudget(Window(configured=8192))
+    hist = history(23)
+    plain = budget.fit("system", TOOLS, hist)
+    assert plain.threshold < plain.used <= plain.budget
+    budget.floor = plain.used  # a compaction could not get below this
+    raised = budget.fit("system", TOOLS, hist)
+    regrow = (raised.budget - raised.system - raised.tools) // 10
+    assert raised.threshold == max(plain.threshold, plain.used + regrow)
+    assert raised.trigger == plain.threshold  # what compaction aims under is unchanged
+    budget.floor = raised.budget
+    assert budget.fit("system", TOOLS, hist).threshold == raised.budget  # never past the budget
+
+
+def test_the_raised_threshold_is_forgotten_once_the_conversation_is_small_again() -> None:
+    budget = ContextBudget(Window(configured=8192))
+    budget.floor = budget.fit("system", TOOLS, history(12)).used
+    assert budget.fit("system", TOOLS, history(1)).threshold == int(6144 * 0.85)  # /clear
+    assert budget.floor == 0

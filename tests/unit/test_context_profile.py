@@ -36,10 +36,29 @@ def real_system() -> str:
 
 def test_large_windows_get_the_full_profile() -> None:
     tools = real_tools()
-    profile = choose_profile(SMALL_WINDOW, real_system(), tools, Estimator())
+    profile = choose_profile(SMALL_WINDOW * 2, real_system(), tools, Estimator())
     assert not profile.compact and profile.leave_out == ()
     assert profile.fixed_tokens == profile.full_tokens
     assert apply_profile(profile, tools) == tools
+
+
+def test_at_the_small_window_the_profile_is_compact_only_when_the_tools_crowd_it() -> None:
+    """8,192 tokens (also the default window): compact when the full profile would take more
+    than a quarter of it, as the current tools do; full when they fit."""
+    tools = real_tools()
+    crowded = choose_profile(SMALL_WINDOW, real_system(), tools, Estimator())
+    assert crowded.full_tokens > crowded.limit and crowded.compact and crowded.within_limit
+    few = [t for t in tools if t.name in CORE]
+    roomy = choose_profile(SMALL_WINDOW, real_system(), few, Estimator())
+    assert roomy.full_tokens <= roomy.limit and not roomy.compact
+
+
+def test_parameters_that_need_a_tool_left_out_go_with_it() -> None:
+    run = next(t for t in real_tools() if t.name == "run_command")
+    kept = shorten(run).parameters["properties"]
+    assert {"background", "stop_on_cancel"} <= set(kept)
+    gone = shorten(run, ("command_output",)).parameters["properties"]
+    assert "background" not in gone and "stop_on_cancel" not in gone and "command" in gone
 
 
 @pytest.mark.parametrize("window", [2048, 4096, 6144])
@@ -78,7 +97,7 @@ def test_shorten_keeps_the_schema_and_drops_examples_and_defaults() -> None:
     assert "default" not in text and "$schema" not in text
     assert len(str(short)) < len(str(grep))
     pattern = short.parameters["properties"]["pattern"]["description"]
-    assert pattern.startswith("Python regular expression") and "Escape" not in pattern
+    assert pattern.startswith("Regular expression") and "Escape" not in pattern
 
 
 def test_first_sentence_is_not_fooled_by_abbreviations() -> None:
@@ -89,3 +108,29 @@ def test_first_sentence_is_not_fooled_by_abbreviations() -> None:
 def test_describe_is_for_the_log_and_the_meter() -> None:
     line = choose_profile(4096, real_system(), real_tools(), Estimator()).describe()
     assert "compact profile" in line and "left out" in line and "fixed part" in line
+
+
+def extra_tool(name: str) -> ToolSpec:
+    text = "A tool added later. It does many things, described at length. " * 20
+    return ToolSpec(name, text, {"type": "object", "properties": {"x": {"type": "string"}}})
+
+
+def test_the_instructions_count_in_the_fixed_part() -> None:
+    est = Estimator()
+    tools = real_tools()
+    plain = choose_profile(8000, real_system(), tools, est)
+    instructed = choose_profile(8000, real_system() + "\n\nUse pnpm. " * 300, tools, est)
+    assert instructed.full_tokens > plain.full_tokens + 500  # the instructions are measured
+    assert len(instructed.leave_out) > len(plain.leave_out)
+    assert set(instructed.leave_out).isdisjoint(CORE)
+
+
+def test_the_session_chooses_again_when_the_system_prompt_grows() -> None:
+    from acp_server.agent.turn_context import SessionContext
+    from acp_server.settings import Settings
+
+    session = SessionContext.made(Settings(context_window=8000), None)
+    tools = real_tools()
+    plain = session.tools(real_system(), tools)
+    instructed = session.tools(real_system() + "\n\nUse pnpm. " * 300, tools)
+    assert len(instructed) < len(plain)

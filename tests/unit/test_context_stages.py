@@ -157,6 +157,14 @@ def test_cut_middle_cuts_inside_one_enormous_line() -> None:
     assert len(cut) <= 400 and cut.startswith("a") and cut.endswith("b")
 
 
+def test_cut_middle_keeps_the_end_of_a_final_line_without_newlines() -> None:
+    text = "\n".join(f"line {n:03}" for n in range(50)) + "\nUser: " + "x" * 3000 + " LAST WORDS"
+    cut = cut_middle(text, 600)
+    assert len(cut) <= 600
+    assert cut.startswith("line 000") and cut.endswith(" LAST WORDS")
+    assert "omitted here" in cut
+
+
 def test_the_transcript_writes_tool_shapes_as_prose() -> None:
     text = transcript(rich_history())
     assert "tool_call" not in text and '"role"' not in text
@@ -182,6 +190,26 @@ def test_collect_keeps_the_newest_user_messages_within_the_budget() -> None:
     assert state.user_messages == ("8" * 100, "9" * 100)
     huge = [text_message("user", "z" * 5000)]
     assert collect(huge, 1, user_chars=10).user_messages == ("z" * 5000,)  # the latest always
+
+
+def test_collect_keeps_the_most_recently_touched_files_and_counts_the_others() -> None:
+    paths = [f"src/{'deep/' * 20}module_{n}.py" for n in range(12)]
+    hist = [m for n, p in enumerate(paths) for m in (call(f"r{n}", "read_file", path=p),)]
+    hist.append(call("again", "read_file", path=paths[0]))  # touched again: the newest now
+    state = collect(hist, len(hist), user_chars=1000)
+    assert state.files_read[-1] == paths[0]
+    assert sum(len(p) for p in state.files_read) <= 500
+    assert state.files_left_out == 12 - len(state.files_read)
+    text = rebuild(hist, len(hist), None, 1000)[0].text
+    assert f"({state.files_left_out:,} files touched earlier are not listed.)" in text
+
+
+def test_collect_cuts_an_earlier_huge_message_but_never_the_current_prompt() -> None:
+    huge = "z" * 5000
+    hist = [text_message("user", huge), text_message("assistant", "ok")]
+    (kept,) = collect([*hist, text_message("user", "go on")], 2, user_chars=200).user_messages
+    assert len(kept) < 400 and kept.startswith("z") and "characters cut" in kept
+    assert collect(hist, 2, user_chars=200).user_messages == (huge,)  # the current prompt
 
 
 def test_rebuild_puts_the_state_before_the_tail() -> None:
@@ -255,6 +283,15 @@ def test_truncate_clips_the_newest_round_when_even_it_does_not_fit() -> None:
     assert history_problems(out) == []
     assert out[-1].role == "tool" and "cut here" in out[-1].text
     assert "read the big file" in out[0].text
+
+
+def test_truncate_never_condenses_the_current_prompt() -> None:
+    prompt = text_message("user", "Please review this paste:\n" + "paste line\n" * 600)
+    hist = [*session(3), prompt]
+    out = truncate(hist, 500, EST, user_chars=400)
+    assert out[-1] is prompt  # whole, as its own message, not folded into the state
+    assert prompt.text not in out[0].text
+    assert history_problems(out) == []
 
 
 def test_clip_result_keeps_head_and_tail_and_says_how_to_read_the_rest() -> None:

@@ -124,13 +124,24 @@ def test_the_newest_report_is_never_underestimated() -> None:
 
 def test_the_factor_is_clamped() -> None:
     est = Estimator()
-    est.observe(1000, 1000)
+    est.observe(1000, 10_000)
     est.observe(2000, 300_000)
     assert est.factor == 4.0
     for raw in range(1000, 5000, 400):
         est.observe(raw, 1)
     assert est.factor == 0.8  # a count that low is a server that dropped part of the prompt
     assert est.overhead == 0
+
+
+def test_a_narrow_spread_of_noisy_reports_never_fits_a_slope_steeper_than_any_report() -> None:
+    """Requests of 4,200-4,400 raw tokens whose contents tokenize a little differently (as
+    after pruning): the line through them is steep, but no report is even 1.2 x its estimate."""
+    est = Estimator()
+    reports = [(4310, 5005), (4248, 4984), (4278, 5029), (4392, 5203), (4422, 5249), (4191, 4802)]
+    for raw, reported in reports:
+        est.observe(raw, reported)
+    assert est.factor <= min(reported / raw for raw, reported in reports)
+    assert est.corrected(4191) + est.overhead <= 4802 * 1.1  # the last request, about right
 
 
 def test_chars_for_inverts_the_corrected_estimate() -> None:

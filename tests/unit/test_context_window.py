@@ -53,3 +53,46 @@ def test_lowering_only_ever_shrinks() -> None:
 )
 def test_the_truncation_guard(sent: int, reported: int, lowered: int | None) -> None:
     assert truncated_to(sent, reported) == lowered
+
+
+def test_a_low_count_is_believed_only_when_the_next_agrees() -> None:
+    window = Window(configured=32768)
+    assert not window.suspect_cut(6144)  # once: a suspicion
+    assert window.size == 32768
+    assert not window.suspect_cut(9000)  # a different count: not the same cut
+    assert window.suspect_cut(8500)  # close to the one before: believed
+    assert (window.size, window.source) == (8500, "truncation")
+
+
+def test_a_full_count_ends_the_suspicion_and_disproves_a_smaller_window() -> None:
+    window = Window(configured=32768)
+    window.suspect_cut(6144)
+    assert not window.plausible(5000)
+    assert not window.suspect_cut(6144)  # the suspicion started over
+    window.lower(4000, "truncation")
+    assert window.plausible(5000)  # the server read more than 4,000: the window is wrong
+    assert window.size == 32768
+    window.lower(4000, "overflow")  # a guess below what an error refused
+    assert window.plausible(5000)
+    assert window.size == 5000  # at least what was read, still below what was refused
+
+
+def test_only_a_window_learned_from_low_counts_is_doubted() -> None:
+    window = Window(configured=32768)
+    window.lower(700, "truncation")
+    assert window.doubtful() and window.size == 32768
+    window.lower(4096, "overflow")  # the server's own error said so
+    assert not window.doubtful() and window.size == 4096
+
+
+@pytest.mark.parametrize(
+    ("window", "where"),
+    [
+        (Window(), "the default"),
+        (Window(configured=4096), "as configured (--context-window"),
+        (Window(configured=32768, discovered=8192), "as the model server reports it"),
+        (Window(discovered=8192, observed=4096), "error"),
+    ],
+)
+def test_the_window_says_where_it_came_from(window: Window, where: str) -> None:
+    assert where in window.describe()

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from acp_server import redaction
 from acp_server.backends.discover import Discovered, discover
 from acp_server.backends.providers import ModelConfig, Provider, builtin_providers
 from acp_server.config.file import Config
@@ -168,3 +169,13 @@ async def test_the_catalogue_takes_in_what_was_found(ollama_server: MockLLM) -> 
     qwen = grown.find("ollama:qwen3:8b")
     assert qwen is not None and qwen.images is True and qwen.origin == "discovered"
     assert "lmstudio" in grown.providers and grown.default == "openai:gpt-4.1-mini"
+
+
+async def test_a_listed_name_that_holds_a_key_is_left_out(mock_llm: MockLLM) -> None:
+    secret = "sk-discovery-secret-0123456789"
+    redaction.remember_secret(secret)
+    mock_llm.set(models=["qwen3:8b", f"echo-{secret}"], context_length=8192)
+    found = await discover([ollama(mock_llm.url)], local_openai=())
+    assert [m.id for m in found.models] == ["qwen3:8b"]
+    listed = await discover([Provider("lm", "openai", mock_llm.url + "/v1")], local_openai=())
+    assert [m.id for m in listed.models] == ["qwen3:8b"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -21,8 +22,12 @@ def test_a_working_server_lists_its_tools_with_their_kinds(tmp_path: Path) -> No
     out = io.StringIO()
     assert check_mcp(json.dumps(server("docs", "normal")), out, tmp_path) == 0
     report = out.getvalue()
-    assert "MCP server 'docs'" in report and "6 tool(s)" in report
-    assert "mcp__docs__echo  [read]  Repeat the text back." in report
+    assert "MCP server 'docs'" in report
+    total = re.search(r"; 6 tools, ~([\d,]+) tokens \(deferred behind search_tools when", report)
+    sizes = [int(n) for n in re.findall(r"\]  ~(\d+) tokens  ", report)]
+    assert total and len(sizes) == 6 and all(sizes), report
+    assert int(total[1].replace(",", "")) == sum(sizes)
+    assert re.search(r"mcp__docs__echo  \[read\]  ~\d+ tokens  Repeat the text back.", report)
     assert "mcp__docs__remove  [delete]" in report and "mcp__docs__add  [other]" in report
     assert "All 1 MCP server(s) work." in report
 
@@ -57,3 +62,10 @@ def test_unusable_json_is_explained(tmp_path: Path) -> None:
 
 def test_the_doctor_subcommand_runs_the_check() -> None:
     assert main(["doctor", "--mcp", "{not json"]) == 1
+
+
+def test_a_server_marked_always_says_so(tmp_path: Path) -> None:
+    entry = {**server("docs", "normal"), "_meta": {"acpServer": {"tools": "always"}}}
+    out = io.StringIO()
+    assert check_mcp(json.dumps(entry), out, tmp_path) == 0
+    assert "tokens (always offered):" in out.getvalue()

@@ -26,6 +26,8 @@ LAYERS: Layers = [
     ("protocol", ["protocol"]),
     ("wire", ["wire"]),
     ("session", ["session"]),
+    # What the model is told about where it works: instruction files, the environment, git.
+    ("workspace", ["workspace"]),
     ("agent", ["agent"]),
     ("models", ["models"]),
     ("configuration file", ["config"]),

@@ -125,3 +125,37 @@ def test_unusable_headers_are_refused_without_repeating_their_values(headers: An
     assert "`mcpServers[0].headers` must be a list of {name, value}" in message, message
     assert "or an object of names to" in message
     assert "s3cret" not in message and "schemas" not in message
+
+
+def test_tools_mode_from_the_file_and_from_the_editors_meta(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        "mcp_tool_share = 0.1\n"
+        '[mcp_servers.git]\ncommand = "/usr/bin/git-mcp"\ntools = "deferred"\n'
+        '[mcp_servers.time]\ncommand = "/usr/bin/time-mcp"\n',
+        encoding="utf-8",
+    )
+    config = load_config(path, {})
+    assert config.mcp_tool_share == 0.1
+    assert [s.tools for s in config.mcp_servers] == ["deferred", "auto"]
+    meta = {"acpServer": {"tools": "always"}}
+    editor = from_editor([{"name": "git", "command": "/e", "_meta": meta}], acp_allowed=False)
+    assert editor[0].tools == "always"
+    by_name = {s.name: s for s in merged(editor, config.mcp_servers)}
+    assert by_name["git"].tools == "always"  # the editor's choice wins
+    plain = from_editor([{"name": "git", "command": "/e"}], acp_allowed=False)
+    assert merged(plain, config.mcp_servers)[0].tools == "deferred"  # else the file's
+
+
+def test_an_unknown_tools_mode_is_refused_naming_the_field(tmp_path: Path) -> None:
+    entry = {"name": "git", "command": "/e", "_meta": {"acpServer": {"tools": "sometimes"}}}
+    with pytest.raises(InvalidParams) as caught:
+        from_editor([entry], acp_allowed=False)
+    assert "mcpServers[0]._meta.acpServer.tools is 'sometimes'" in str(caught.value)
+    path = tmp_path / "config.toml"
+    path.write_text('[mcp_servers.git]\ncommand = "/g"\ntools = "never"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, {})
+    assert 'line 3, `mcp_servers.git.tools`: must be one of "auto", "always", "deferred"' in str(
+        refused.value
+    )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import mcp.types as types
 
+from acp_server.messages import ImagePart
 from acp_server.tools.mcp_tools import kind_of, outcome, problems
 
 
-def test_text_and_image_pass_through_and_the_model_hears_of_the_image() -> None:
+def test_text_and_image_pass_through_and_the_model_gets_the_image() -> None:
     result = types.CallToolResult(
         content=[
             types.TextContent(type="text", text="two things"),
@@ -15,10 +16,8 @@ def test_text_and_image_pass_through_and_the_model_hears_of_the_image() -> None:
         ]
     )
     out = outcome(result)
-    assert (
-        out.ok
-        and out.text == "two things\n[the tool returned an image (image/png); the user can see it]"
-    )
+    assert out.ok and out.text == "two things"
+    assert out.images == (ImagePart("AA==", "image/png"),)
     assert out.content == [
         {"type": "content", "content": {"type": "text", "text": "two things"}},
         {"type": "content", "content": {"type": "image", "data": "AA==", "mimeType": "image/png"}},
@@ -68,3 +67,13 @@ def test_arguments_are_checked_against_the_tools_schema() -> None:
     assert problems(schema, {"n": "x"}) == ["n: 'x' is not of type 'integer'"]
     assert problems(schema, {}) == ["'n' is a required property"]
     assert problems({"type": "no-such-type"}, {}) == []  # the server's own schema is broken
+
+
+def test_an_image_the_apis_cannot_read_is_a_note_and_an_image_alone_is_said() -> None:
+    svg = types.ImageContent(type="image", data="PHN2Zy8+", mime_type="image/svg+xml")
+    out = outcome(types.CallToolResult(content=[svg]))
+    assert out.images == ()
+    assert out.text == "[the tool returned an image (image/svg+xml); the user can see it]"
+    png = types.ImageContent(type="image", data="AA==", mime_type="image/png")
+    out = outcome(types.CallToolResult(content=[png]))
+    assert out.text == "(the tool returned an image)" and len(out.images) == 1

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from acp_server import redaction
 from acp_server.config.file import Config, ModelConfig, Price, load_config
 from acp_server.errors import InvalidParams
 from acp_server.models.carryover import Target
@@ -17,12 +18,14 @@ from acp_server.models.catalogue import (
     ModelChoiceError,
     UnknownModel,
     build_catalogue,
+    model_option,
     model_options,
     model_values,
     parse_level,
     split_value,
 )
 from acp_server.session.options import config_options
+from acp_server.settings import Settings
 from tests.support.acp_schema import WireValidator, schema_path
 
 CLI = ["openai:gpt-4.1", "anthropic:claude-sonnet-4-5", "ollama:hf.co/unsloth/Qwen3-8B-GGUF:Q4_K_M"]
@@ -232,3 +235,58 @@ def test_discovered_models_are_added_once_and_named_apart() -> None:
     assert grown.entries[0].window is None and grown.entries[1].origin == "discovered"
     assert len({e.name for e in grown.entries}) == 2
     assert isinstance(grown, Catalogue) and grown.default == catalogue.default
+
+
+# ----- what the model catalogue adds ------------------------------------------------------------
+
+
+def test_a_hosted_model_is_described_with_its_catalogue_window(tmp_path: Path) -> None:
+    catalogue = build_catalogue(["openai:gpt-4.1", "anthropic:claude-sonnet-4-5"], no_file())
+    gpt, _ = catalogue.entries
+    assert gpt.known_window() == (1_047_576, "model catalogue")
+    assert "1M context (model catalogue)" in gpt.description()
+    assert "reads images" in gpt.description()
+    sonnet = build_catalogue([], configured(tmp_path)).find("anthropic:claude-sonnet-4-5")
+    assert sonnet is not None and "200k context (configured)" in sonnet.description()
+
+
+def test_a_local_model_is_not_taken_for_a_catalogued_one(tmp_path: Path) -> None:
+    qwen = build_catalogue([], configured(tmp_path)).find("ollama:qwen3:8b")
+    assert qwen is not None and qwen.facts is None and qwen.known_window() == (None, "")
+
+
+def test_the_reply_reserve_of_the_file_then_of_a_thinking_model() -> None:
+    text = CONFIG + '\n[[models]]\nprovider = "openai"\nid = "gpt-4.1"\nreply_reserve = 3000\n'
+    catalogue = build_catalogue(["openai:o3"], configured_text(text))
+    gpt, o3 = catalogue.find("openai:gpt-4.1"), catalogue.find("openai:o3")
+    assert gpt is not None and o3 is not None
+    assert gpt.budget_settings(Settings()).reply_reserve == 3000
+    assert o3.budget_settings(Settings()).reply_reserve == 16_384  # it thinks first
+    assert gpt.budget_settings(Settings(reply_reserve=500)).reply_reserve == 500  # env wins
+    plain = build_catalogue(["ollama:qwen3:8b"], no_file()).entries[0]
+    assert plain.budget_settings(Settings()).reply_reserve is None  # relative to the window
+
+
+def configured_text(text: str) -> Config:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        return configured(Path(folder), text)
+
+
+def test_a_name_holding_a_secret_never_reaches_the_model_option() -> None:
+    secret = "sk-option-secret-0123456789"
+    redaction.remember_secret(secret)
+    catalogue = build_catalogue([f"ollama:echo-{secret}"], no_file())
+    option = model_option(catalogue, catalogue.entries[0])
+    (shown,) = option["options"][0]["options"]
+    assert secret not in shown["name"] and secret not in shown["description"]
+
+
+def test_a_thinking_model_the_name_table_lacks_gets_levels_from_the_catalogue() -> None:
+    catalogue = build_catalogue(
+        ["anthropic:claude-sonnet-5", "openai:gpt-4.1", "openai:deepseek-reasoner"], no_file()
+    )
+    sonnet, gpt, deepseek = catalogue.entries
+    assert sonnet.levels == ("off", "on", "low", "medium", "high") and sonnet.adaptive_thinking
+    assert gpt.levels == () and deepseek.levels == ()  # no thinking / another vendor's knob

@@ -45,6 +45,10 @@ EXPECTED: dict[tuple[Mode, Effect, str], str] = {
     ("bypass", "read", "out"): "ask",
     ("bypass", "edit", "out"): "ask",
     ("bypass", "execute", "out"): "ask",
+    ("ask", "fetch", "web"): "ask",
+    ("accept_edits", "fetch", "web"): "ask",
+    ("plan", "fetch", "web"): "ask",  # reading a page changes nothing
+    ("bypass", "fetch", "web"): "allow",
 }
 
 
@@ -60,6 +64,8 @@ def project(tmp_path: Path) -> tuple[Path, Path]:
 def permit_for(effect: Effect, target: Path) -> Permit:
     if effect == "execute":
         return Permit(command="make test", cwd=target)
+    if effect == "fetch":
+        return Permit(url="https://docs.python.org/3/")
     return Permit(paths=(target / "file.txt",))
 
 
@@ -173,3 +179,14 @@ def test_corrupt_rule_file_is_ignored(tmp_path: Path) -> None:
     store.path.parent.mkdir(parents=True)
     store.path.write_text("{not json", encoding="utf-8")
     assert Permissions(store).rules == []
+
+
+def test_a_fetch_rule_covers_one_host() -> None:
+    asked = Permit(url="https://Docs.Python.org/3/library/")
+    rule = rule_for("fetch", asked, True)
+    assert rule == Rule("fetch", "docs.python.org", True)
+    assert rule.describe() == "fetches from docs.python.org"
+    assert rule.matches("fetch", Permit(url="http://docs.python.org/2/"))
+    assert not rule.matches("fetch", Permit(url="https://docs.python.org.evil.test/"))
+    assert not rule.matches("execute", Permit(command="curl docs.python.org"))
+    assert rule_for("fetch", Permit(url="not a url"), True) is None

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from acp_server import updates
+from acp_server.agent.history import History
 from acp_server.agent.loop import Turn, run_turn
 from acp_server.agent.turn_context import SessionContext, TurnContext
 from acp_server.context import Window
@@ -52,12 +53,10 @@ class Burst:
 async def relay(*script: Event | str) -> tuple[str, list[dict[str, Any]]]:
     seen: list[updates.Update] = []
     backend = Burst(*script)
-    context = TurnContext(
-        SessionContext(Window(configured=4000)), backend, seen.append, store=lambda _: None
-    )
+    context = TurnContext(SessionContext(Window(configured=4000)), backend, seen.append)
     turn = Turn(
         backend=backend,
-        history=[text_message("user", "hi")],
+        history=History([text_message("user", "hi")]),
         emit=seen.append,
         context=context,
     )
@@ -128,7 +127,7 @@ async def test_pending_text_goes_out_when_cancelled() -> None:
             await asyncio.Event().wait()
             yield Finish("stop")  # never reached
 
-    turn = Turn(backend=Hangs(), history=[text_message("user", "hi")], emit=seen.append)
+    turn = Turn(backend=Hangs(), history=History([text_message("user", "hi")]), emit=seen.append)
     task = asyncio.create_task(run_turn(turn))
     await asyncio.sleep(0.01)
     task.cancel()

@@ -88,7 +88,11 @@ GOOD: dict[str, list[Any]] = {
     "tools/run_command.json": [
         {"command": "ls"},
         {"command": "make test", "cwd": "sub", "timeout_seconds": 30},
+        {"command": "npm run dev", "background": True, "stop_on_cancel": True},
     ],
+    "tools/command_output.json": [{}, {"id": "bg_1"}, {"id": "bg_2", "wait_seconds": 5}],
+    "tools/stop_command.json": [{"id": "bg_1"}],
+    "tools/fetch_url.json": [{"url": "https://docs.python.org/3/"}],
     "tools/update_plan.json": [
         {"entries": [{"content": "read the code", "status": "pending", "priority": "high"}]},
     ],

@@ -7,6 +7,8 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import pytest
+
 from acp_server import redaction
 from acp_server.backends import select
 from acp_server.backends.anthropic import AnthropicBackend
@@ -124,3 +126,34 @@ def test_every_configured_key_variable_and_secret_header_is_known_to_redaction(
     assert redaction.command_environment(env) == {"HOME": "/home/me"}
     assert header_secret not in redaction.redact(f"the gateway echoed {header_secret}")
     assert redaction.redact("team tools") == "team tools"
+
+
+def test_an_ollama_server_named_through_openai_gets_its_native_api_and_window() -> None:
+    for base in ("http://127.0.0.1:11434/v1", "http://ollama:8000/v1"):
+        backend = select.from_provider(Provider("box", "openai", base), "qwen3:8b", {}, window=9000)
+        assert isinstance(backend, OllamaBackend), base
+        assert backend.base_url == base.removesuffix("/v1") and backend.num_ctx == 9000
+    other = select.from_provider(Provider("lm", "openai", "http://127.0.0.1:1234/v1"), "m", {})
+    assert isinstance(other, OpenAIBackend)
+
+
+async def test_an_ollama_provider_whose_url_ends_in_v1_posts_to_the_native_api(
+    mock_llm: MockLLM,
+) -> None:
+    backend = select.from_provider(Provider("o", "ollama", mock_llm.url + "/v1/"), "qwen3:8b", {})
+    assert isinstance(backend, OllamaBackend)
+    events = await collect(backend)
+    assert not any(isinstance(e, StreamError) for e in events), events
+    assert [r.path for r in mock_llm.chat_requests] == ["/api/chat"]
+
+
+async def test_the_embedded_model_takes_the_configured_window() -> None:
+    provider = builtin_providers({})["local"]
+    backend = select.from_provider(provider, "smollm2", {}, window=4096)
+    if isinstance(backend, UnconfiguredBackend):
+        pytest.skip("the `local` extra is not installed")
+    assert await backend.context_window() == 4096
+    env = {"ACP_SERVER_LOCAL_CONTEXT": "2048"}  # the variable says otherwise: it wins
+    assert (
+        await select.from_provider(provider, "smollm2", env, window=4096).context_window() == 2048
+    )

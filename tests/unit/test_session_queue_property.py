@@ -13,7 +13,8 @@ once on one connection.
 Checked for every interleaving (issue 18: a prompt sent after a cancel storm came back
 `cancelled`, with no cancel sent for it):
 
-- every prompt is answered exactly once;
+- every prompt is answered exactly once, and every request the model gets is a well-formed
+  history (two turns of a session never overlap);
 - a prompt answered `cancelled` (or with -32800) had a cancel that could end it: a
   `session/cancel` sent after it, or a `$/cancel_request` naming it;
 - once everything is answered, the next prompt ends `end_turn`; every terminal was released and
@@ -31,7 +32,15 @@ from typing import Any
 
 import pytest
 
-from acp_server.messages import Event, Finish, ModelRequest, TextDelta, ToolCallDelta
+from acp_server.messages import (
+    Event,
+    Finish,
+    ModelRequest,
+    StreamError,
+    TextDelta,
+    ToolCallDelta,
+    history_problems,
+)
 from acp_server.protocol.handlers import AcpAgent
 from acp_server.wire.jsonrpc import Connection
 
@@ -54,6 +63,10 @@ class Player:
         return None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        problems = history_problems(request.messages)
+        if problems:  # as a strict endpoint: a turn that overlapped another breaks the history
+            yield StreamError(f"malformed history: {problems}")
+            return
         last = request.messages[-1]
         kind = last.content[0].text.split()[-1] if last.role == "user" else "text"  # type: ignore[union-attr]
         self.calls += 1
@@ -226,7 +239,12 @@ class Interleaving:
             if stop == "cancelled" or answer.get("error", {}).get("code") == -32800:
                 assert req in self.covered, f"prompt {req} cancelled with no cancel for it"
             else:
-                assert stop == "end_turn", answer
+                assert stop == "end_turn" and "_meta" not in answer["result"], answer
+
+
+async def new_session(editor: Editor, cwd: Path) -> str:
+    created = await editor.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+    return str(created["result"]["sessionId"])
 
 
 async def test_a_cancel_ends_only_the_turns_running_or_queued_when_it_arrived(
@@ -245,13 +263,10 @@ async def test_a_cancel_ends_only_the_turns_running_or_queued_when_it_arrived(
     serving = asyncio.create_task(conn.serve())
     caps = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
     await editor.call("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
-    sessions = [
-        (await editor.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))["result"][
-            "sessionId"
-        ]
-        for _ in range(SESSIONS)
-    ]
+    sessions: list[str] = []
     for batch in range(INTERLEAVINGS // SESSIONS):  # each batch: one interleaving per session
+        if batch % 25 == 0:  # fresh sessions now and then: the histories stay short
+            sessions = [await new_session(editor, tmp_path) for _ in range(SESSIONS)]
         cases = [
             Interleaving(editor, s, random.Random(f"queue-{batch}-{i}"))
             for i, s in enumerate(sessions)

@@ -12,6 +12,7 @@ from acp_server.settings import (
     CONTEXT_WINDOW_ENV,
     MIN_CONTEXT_WINDOW,
     REPLY_RESERVE_ENV,
+    FetchSettings,
     Settings,
     SettingsError,
     context_window_flag,
@@ -94,3 +95,13 @@ def test_a_bad_flag_is_explained(raw: str, said: str) -> None:
     with pytest.raises(argparse.ArgumentError) as caught:
         parser().parse_args(["--context-window", raw])
     assert said in str(caught.value) and "--context-window" in str(caught.value)
+
+
+def test_fetch_switches_from_the_environment_win_over_the_file() -> None:
+    settings = Settings.from_env({"ACP_SERVER_FETCH_ALLOW_PRIVATE": "on"})
+    assert settings.fetch == FetchSettings(None, True)
+    merged = settings.with_file(FetchSettings(enabled=False, allow_private=False))
+    assert merged.fetch == FetchSettings(False, True)
+    assert Settings.from_env({}).with_file(None).fetch == FetchSettings()
+    with pytest.raises(SettingsError, match="ACP_SERVER_FETCH must be on or off"):
+        Settings.from_env({"ACP_SERVER_FETCH": "sometimes"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acp_server.agent.turn_context import as_card, compaction_update
+from acp_server.agent.compaction_view import as_card, compaction_update
 from acp_server.messages import text_message
 from acp_server.store.database import SessionRow, Store
 from acp_server.store.transcript import Recorder, restore

@@ -313,14 +313,29 @@ def test_first_changed_line() -> None:
 # -- list_directory ----------------------------------------------------------------------------
 
 
-async def test_list_sorts_marks_directories_and_shows_hidden(h: Harness) -> None:
-    for name in ("b.txt", ".env", "a.py"):
-        (h.cwd / name).write_text("")
+async def test_list_sorts_marks_directories_and_counts_hidden_and_ignored(h: Harness) -> None:
+    for name in ("b.txt", ".env", "a.py", "gen.py", ".gitignore"):
+        (h.cwd / name).write_text("gen.py\n" if name == ".gitignore" else "")
     (h.cwd / "src").mkdir()
+    (h.cwd / ".git").mkdir()
     out = await h.run(LIST_DIRECTORY)
-    assert out.text.splitlines() == [".env", "a.py", "b.txt", "src/"]
+    assert out.text.splitlines() == [
+        "a.py",
+        "b.txt",
+        "src/",
+        "[3 hidden or ignored entries not shown: include_hidden / include_ignored show them.]",
+    ]
     assert h.permits[0].paths == (h.cwd,)
     assert out.content == [{"type": "content", "content": {"type": "text", "text": out.text}}]
+    everything = await h.run(LIST_DIRECTORY, include_hidden=True, include_ignored=True)
+    assert everything.text.splitlines() == [
+        ".env",
+        ".gitignore",
+        "a.py",
+        "b.txt",
+        "gen.py",
+        "src/",
+    ]  # .git is never shown
 
 
 async def test_list_caps_entries_and_says_how_many_more(h: Harness) -> None:

@@ -122,3 +122,47 @@ async def test_a_command_with_backticks_stays_inside_its_fence(tmp_path: Path) -
     assert not outcome.ok
     shown = client.asked[0]["content"][0]["content"]["text"]
     assert shown.startswith(fence(command, "sh") + "\n")
+
+
+async def test_deferred_mcp_tools_are_found_through_search_and_then_offered(
+    tmp_path: Path,
+) -> None:
+    from acp_server.context.profile import ToolRoom
+    from acp_server.context.tokens import Estimator
+    from acp_server.tools.tool_search import SEARCH_TOOL, McpTool, ToolCatalog
+
+    async def ran(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        return ToolOutcome("42 commits")
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    git_log = Tool(
+        "mcp__git__git_log",
+        "Shows the commit logs.",
+        "read",
+        "read",
+        lambda args, ctx: Presentation("log"),
+        ran,
+        input_schema=schema,
+    )
+    catalog = ToolCatalog(0.15)
+    catalog.begin_turn([McpTool(git_log, "git", "deferred")])  # behind the search in any window
+    toolbox = Toolbox(
+        [LEAVER, git_log],
+        cwd=tmp_path,
+        roots=(tmp_path,),
+        client=NoEditor(),
+        permissions=Permissions(RuleStore(tmp_path)),
+        catalog=catalog,
+    )
+    large = ToolRoom(1_000_000, Estimator().tools)
+    assert [s.name for s in toolbox.specs()] == ["update_plan", "mcp__git__git_log"]
+    assert [s.name for s in toolbox.specs(large)] == ["update_plan", SEARCH_TOOL]
+    found = await toolbox.run(ToolCall("c1", SEARCH_TOOL, {"query": "commit logs"}), print)
+    assert found.ok and "mcp__git__git_log" in found.text
+    assert [s.name for s in toolbox.specs(large)] == [
+        "update_plan",
+        "mcp__git__git_log",
+        SEARCH_TOOL,
+    ]
+    called = await toolbox.run(ToolCall("c2", "mcp__git__git_log", {"n": 1}), print)
+    assert called.text == "42 commits"

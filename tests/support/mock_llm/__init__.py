@@ -19,8 +19,8 @@ messages and tools at 3.2 characters a token, stricter than the agent's estimate
 long: P tokens > N maximum"; Ollama's "the input length exceeds the context length"), without
 consuming a queued response; `report_window=N` tells N where servers do (as
 `set(context_length=N)`); `cap_prompt_tokens=N` reports `prompt_tokens = min(real, N)` (a
-server that silently cut the prompt); `responder=f(request_json) -> response dict` answers when
-the queue is empty (`responders.file_reader()` plays a long tool-heavy session);
+server that silently cut the prompt); `responder=f(request_json) -> response dict` answers
+when the queue is empty (`responders.file_reader()` plays a long tool-heavy session);
 `strict_tools=True` refuses (HTTP 400) a history with an orphaned tool result or a tool call
 without its result; `strict_dialect=True` refuses (HTTP 400, the vendor's error body) whatever
 the real API of the endpoint refuses (tests/support/strict_dialects.py: OpenAI tool pairing,
@@ -36,6 +36,11 @@ and `reasoning_calls` (call id -> the reasoning item ids before it); its call id
 (every request, body included), `counted` (the prompt tokens of each chat request that passed
 the validator), `overflows` (requests refused for the window), `invalid` ((request, reason)
 refused by a strict check).
+With `strict_dialect`, OpenAI's reasoning models (o1, o3, o4-mini, gpt-5...) also refuse
+`max_tokens` and a temperature on chat completions with api.openai.com's own 400 bodies
+(strict_openai_models.py). `cache_net=True` makes Ollama's `prompt_eval_count` net of a prompt
+cache (a request extending the previous one counts only its new tokens), as older Ollama
+servers report it.
 `api_key=K` refuses (HTTP 401) every request that does not carry K (`Authorization: Bearer K`
 or `x-api-key: K`), as a server that needs a key does.
 

@@ -23,6 +23,7 @@ from tests.support.mock_llm.script import (
     make_plan,
 )
 from tests.support.mock_llm.view import conversation, count_tokens, tool_problem
+from tests.support.strict_openai_models import refusal
 
 Responder = Callable[[dict[str, Any]], Response]
 
@@ -48,9 +49,11 @@ class MockLLM:
     `window` refuses a prompt over that many tokens (counted by `view.count_tokens`) with the
     dialect's overflow error; `report_window` tells that window on the discovery endpoints;
     `cap_prompt_tokens` reports at most that many prompt tokens (a server that cut the prompt
-    silently); `responder(body)` answers when the queue is empty; `strict_tools` refuses a
-    history with an orphaned tool result or a call left without one; `strict_dialect` checks
-    each request as the real API of its endpoint does (`strict`)."""
+    silently); `cache_net` makes Ollama's prompt count net of its prompt cache (only what a
+    request adds to the previous one); `responder(body)` answers when the
+    queue is empty; `strict_tools` refuses a history with an orphaned tool result or a call left
+    without one; `strict_dialect` checks each request as the real API of its endpoint does
+    (`strict`)."""
 
     # Writes each response; the relay benchmark swaps in one that notes when frames leave.
     response_writer: type[ResponseWriter] = ResponseWriter
@@ -61,6 +64,7 @@ class MockLLM:
         window: int | None = None,
         report_window: int | None = None,
         cap_prompt_tokens: int | None = None,
+        cache_net: bool = False,
         responder: Responder | None = None,
         strict_tools: bool = False,
         strict_dialect: bool = False,
@@ -84,6 +88,10 @@ class MockLLM:
         self.overflows: list[Recorded] = []  # chat requests refused for the window
         # Refused by `strict_tools` or `strict_dialect`, and why.
         self.invalid: list[tuple[Recorded, str]] = []
+        # Ollama's prompt_eval_count net of its prompt cache: a request that extends the
+        # previous one counts only the new tokens (older Ollama; llama.cpp's cache does it too).
+        self.cache_net = cache_net
+        self._cached: tuple[list[Any], int] | None = None
         self._script: deque[Response] = deque()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -213,6 +221,11 @@ class MockLLM:
                 dialect, req.json, self.signatures, self.reasoning, self.reasoning_calls
             )
             problem = "; ".join(found) or None
+        refused = refusal(req.json) if self.strict_dialect and dialect is openai.DIALECT else None
+        if refused is not None:
+            self.invalid.append((req, refused["error"]["message"]))
+            await out.whole(400, refused)
+            return None
         if problem is not None:
             self.invalid.append((req, problem))
             await out.whole(400, dialect.error_body(400, problem, "invalid_request_error"))
@@ -249,6 +262,8 @@ class MockLLM:
         if fault == "slow_first_byte":
             await asyncio.sleep(float(resp.get("seconds", 1.0)))
         plan = make_plan(resp, prompt_tokens)
+        if plan.usage is not None and self.cache_net and dialect is ollama.DIALECT:
+            plan.usage["prompt_tokens"] = self._net_of_cache(body, plan.usage["prompt_tokens"])
         if plan.usage is not None and self.cap_prompt_tokens is not None:
             capped = min(plan.usage["prompt_tokens"], self.cap_prompt_tokens)
             plan.usage["prompt_tokens"] = capped
@@ -276,6 +291,14 @@ class MockLLM:
                 self.reasoning_calls[str(call.id)] = [item["id"] for item in plan.reasoning]
         if dialect is openai.DIALECT and plan.calls and strict.is_gemini3(model):
             plan.call_signature = strict.signature_for(model, self.signatures, None, "")
+
+    def _net_of_cache(self, body: dict[str, Any], tokens: int) -> int:
+        """The prompt count of a server that counts only what its cache did not hold."""
+        messages = list(body.get("messages") or [])
+        previous, self._cached = self._cached, (messages, tokens)
+        if previous is not None and messages[: len(previous[0])] == previous[0]:
+            return max(tokens - previous[1], 1)
+        return tokens
 
     async def _status_fault(self, dialect: Dialect, resp: Response, out: ResponseWriter) -> None:
         extra: dict[str, str] = {}

@@ -1,0 +1,163 @@
+"""What a session's turns are made of, kept between turns: the tools and the context budget.
+
+The tools are made at the first turn (and again while MCP servers may add some); the context
+budget (`agent.turn_context.SessionContext`: window, estimates, what the user was told) at the
+first turn and anew for each new backend, with what the session spent carried across. After a
+`session/load` the meter is shown once for the loaded conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from acp_server.agent.history import History
+from acp_server.backends import Backend
+from acp_server.editor_api import EditorApi
+from acp_server.permissions import Permissions
+from acp_server.session.mcp import McpServers
+from acp_server.session.model import SessionModel
+from acp_server.session.text import system_prompt
+from acp_server.session.voice import Emit
+from acp_server.settings import Settings
+from acp_server.tools.jobs import Jobs
+
+if TYPE_CHECKING:
+    from acp_server.agent.loop import ToolRunner
+    from acp_server.agent.spending import Spending
+    from acp_server.agent.turn_context import SessionContext, TurnContext
+    from acp_server.tools.sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+
+
+class TurnParts:
+    """A session's tools and context budget, made when first needed."""
+
+    def __init__(
+        self,
+        roots: tuple[Path, ...],
+        *,
+        editor: EditorApi,
+        permissions: Permissions,
+        settings: Settings,
+        mcp: McpServers | None,
+        jobs: Jobs,
+    ) -> None:
+        self._roots = roots  # the first is the working directory
+        self._editor = editor
+        self._permissions = permissions
+        self._settings = settings
+        self._mcp = mcp
+        self._jobs = jobs
+        self._tools: ToolRunner | None = None
+        self._sandbox: Sandbox | None = None  # where commands run: made with the tools
+        self._sandbox_said = False
+        self._context: SessionContext | None = None
+        self._spending: Spending | None = None  # what the session cost (made with the context)
+        self._metered: asyncio.Task[None] | None = None  # the usage shown after a load
+
+    @property
+    def system(self) -> str:
+        return system_prompt(self._roots[0], self._roots[1:])
+
+    def tools(self) -> ToolRunner:
+        """The session's tools, made at the first turn."""
+        if self._tools is None or self._mcp is not None:  # MCP tools: as they are now
+            # Imported at the first turn: `session/new` does not need the tools (~20 ms).
+            from acp_server.tools.defaults import default_tools
+            from acp_server.tools.sandbox import DEFAULT_LEVEL, Sandbox, parse_level
+            from acp_server.tools.toolbox import Toolbox
+
+            if self._sandbox is None:
+                level = parse_level(self._settings.sandbox or DEFAULT_LEVEL, "sandbox")
+                self._sandbox = Sandbox(level, self._roots)
+            self._tools = Toolbox(
+                [*default_tools(self._settings.fetch), *(self._mcp.tools() if self._mcp else ())],
+                cwd=self._roots[0],
+                roots=self._roots,
+                client=self._editor,
+                permissions=self._permissions,
+                jobs=self._jobs,
+                sandbox=self._sandbox,
+                catalog=self._mcp.catalog() if self._mcp else None,
+            )
+        return self._tools
+
+    def budget(self, model: SessionModel) -> SessionContext:
+        """The session's budget, made at the first turn and for each new backend."""
+        from acp_server.agent.turn_context import SessionContext
+
+        if self._context is None:
+            entry = model.choice.entry if model.choice is not None else None
+            settings = entry.budget_settings(self._settings) if entry else self._settings
+            self._context = SessionContext.made(settings, self._spending)
+            if entry is not None and entry.facts is not None:
+                self._context.output_limit = entry.facts.output
+            self._spending = self._context.spending  # the session's, across model switches
+        return self._context
+
+    def new_backend(self) -> None:
+        """The backend changed: the budget is made anew (its window is its own)."""
+        self._context = None
+
+    def cleared(self) -> None:
+        """The history was emptied: no compaction is due."""
+        if self._context is not None:
+            self._context.due = False
+
+    async def turn_context(self, model: SessionModel, backend: Backend, emit: Emit) -> TurnContext:
+        """The context steps for a turn with `backend`; the server's window is looked up beside
+        the turn (`SessionContext.look_up`)."""
+        from acp_server.agent.turn_context import TurnContext
+
+        context = self.budget(model)
+        context.look_up(backend)
+        return TurnContext(
+            context,
+            backend,
+            emit,
+            compaction_updates=self._editor.can_show_compaction,
+            price=model.price,
+            summarizer=model.summarizer(),
+        )
+
+    def show_usage(
+        self, model: SessionModel, history: History, send: Emit, idle: Callable[[], bool]
+    ) -> None:
+        """After `session/load`: one `usage_update` for the loaded conversation, once the
+        window the server reports is known (asked beside the load). It is the meter, not the
+        conversation: sent, not recorded; not when a turn started meanwhile (it shows its own)."""
+        if self._metered is None:
+            work = self._show_usage(model, history, send, idle)
+            self._metered = asyncio.create_task(work, name="loaded-usage")
+
+    async def _show_usage(
+        self, model: SessionModel, history: History, send: Emit, idle: Callable[[], bool]
+    ) -> None:
+        try:
+            context = self.budget(model)
+            context.look_up(model.backend)
+            await context.settle(wait=True)
+            usage = context.usage(self.system, self.tools().specs(context.tool_room()), history)
+        except Exception:
+            log.exception("the usage of a loaded session could not be shown")
+            return
+        if idle():
+            send(usage)
+
+    def say_sandbox(self, tell: Callable[[str, str], None]) -> None:
+        """Once per session: a sandbox level this machine cannot keep (commands then ask)."""
+        problem = self._sandbox.unavailable() if self._sandbox is not None else None
+        if problem is not None and not self._sandbox_said:
+            self._sandbox_said = True
+            tell(problem, "warning")
+
+    def close(self) -> None:
+        if self._metered is not None:
+            self._metered.cancel()
+        if self._sandbox is not None:
+            self._sandbox.close()

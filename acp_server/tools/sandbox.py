@@ -1,0 +1,275 @@
+"""The sandbox commands run in: what a command the model runs may write, read and reach.
+
+Levels (the configuration file's `sandbox`, `ACP_SERVER_SANDBOX`, `--sandbox`):
+
+| level             | writes                                   | network | secrets (~/.ssh, …) |
+| ----------------- | ---------------------------------------- | ------- | ------------------- |
+| `off`             | anywhere the user can (as before)        | yes     | readable            |
+| `read-only`       | nowhere (a private temp dir only)        | no      | hidden              |
+| `workspace-write` | the session's roots and a private tmp    | no      | hidden              |
+| `workspace-net`   | the session's roots and a private tmp    | yes     | hidden              |
+
+How: bubblewrap when it is installed (the whole filesystem bound read-only, the roots and the
+private temp dir bound writable, secrets covered by empty ones, a fresh network namespace
+when the network is off), else Landlock (`landlock_exec`, Linux 5.13+), else on macOS a
+sandbox-exec profile. With none of them a level other than `off` cannot be kept: `mechanism`
+is None, the session says so once, and every command asks as it did before the sandbox.
+
+A sandbox confines; it does not judge: a command inside it can still delete or rewrite files
+of the project, use up the machine, or print the project's secrets into its output.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Level = Literal["off", "read-only", "workspace-write", "workspace-net"]
+LEVELS: tuple[Level, ...] = ("off", "read-only", "workspace-write", "workspace-net")
+DEFAULT_LEVEL: Level = "workspace-write"
+Mechanism = Literal["bubblewrap", "landlock", "seatbelt"]
+SANDBOX_ENV = "ACP_SERVER_SANDBOX"
+# Never readable from inside: where keys and credentials live. The agent's own key store (its
+# configuration directory) is added by the session.
+SECRET_DIRS = (".ssh", ".aws", ".gnupg", ".config/gcloud", ".azure", ".kube", ".docker",
+               ".netrc", ".git-credentials", ".pypirc", ".npmrc")  # fmt: skip
+_LANDLOCK = Path(__file__).with_name("landlock_exec.py")
+# What a denied write or connection prints: bubblewrap's read-only binds, Landlock's EACCES,
+# a network namespace with nothing but loopback, a name that cannot be resolved there.
+_DENIED_WRITE = re.compile(r"Read-only file system|Permission denied|Operation not permitted")
+_DENIED_NET = re.compile(
+    r"Network is unreachable|Connection refused|Temporary failure in name resolution|"
+    r"Could not resolve host|Name or service not known|nodename nor servname|"
+    r"Permission denied.*(connect|socket)|(connect|socket).*Permission denied",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What one session's commands may do."""
+
+    level: Level
+    writable: tuple[Path, ...]  # the session's roots
+    hidden: tuple[Path, ...]  # secrets: unreadable inside
+    tmp: Path  # the private temp dir (TMPDIR inside)
+
+    @property
+    def network(self) -> bool:
+        return self.level in ("off", "workspace-net")
+
+    @property
+    def confined(self) -> bool:
+        return self.level != "off"
+
+
+def parse_level(value: str, source: str) -> Level:
+    """A level by name; ValueError saying what the choices are."""
+    for level in LEVELS:
+        if value.strip().lower() == level:
+            return level
+    raise ValueError(f"{source}: {value!r} is not a sandbox level; use one of {', '.join(LEVELS)}")
+
+
+def key_store() -> Path:
+    """Where the agent keeps the keys `acp-server login` stores: its configuration folder
+    (`ACP_SERVER_CONFIG`'s file when that names one)."""
+    named = os.environ.get("ACP_SERVER_CONFIG", "").strip()
+    if named:
+        return Path(named).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME", "").strip() or "~/.config"
+    return Path(base).expanduser() / "acp-server"
+
+
+def policy_for(level: Level, roots: tuple[Path, ...], key_store: Path | None) -> Policy:
+    """The policy of a session with these roots (a private temp dir made for it)."""
+    home = Path.home()
+    hidden = [home / name for name in SECRET_DIRS if (home / name).exists()]
+    if key_store is not None and key_store.exists():
+        hidden.append(key_store)
+    tmp = Path(tempfile.mkdtemp(prefix="acp-sandbox-"))
+    writable = () if level == "read-only" else tuple(roots)
+    inside = [h for h in hidden if not any(h == r or r in h.parents for r in writable)]
+    return Policy(level, writable, tuple(inside), tmp)
+
+
+@functools.cache
+def mechanism() -> Mechanism | None:
+    """The way this machine can confine a command: bubblewrap, Landlock, sandbox-exec, or
+    None. Checked once per process (bubblewrap by really starting it: a kernel without user
+    namespaces refuses it)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap and _bwrap_works(bwrap):
+        return "bubblewrap"
+    if sys.platform.startswith("linux"):
+        from acp_server.tools.landlock_exec import abi
+
+        if abi() >= 1:
+            return "landlock"
+    if sys.platform == "darwin" and Path("/usr/bin/sandbox-exec").exists():
+        return "seatbelt"
+    return None
+
+
+def _bwrap_works(bwrap: str) -> bool:
+    try:
+        done = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--unshare-net", "--", "/bin/true"],
+            capture_output=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
+    """`argv` run inside the sandbox `how` keeps to `policy`."""
+    if how == "bubblewrap":
+        return [*_bwrap(policy), "--", *argv]
+    if how == "landlock":
+        rules = {
+            "writable": [str(p) for p in (*policy.writable, policy.tmp)] + ["/dev"],
+            "hidden": [str(p) for p in policy.hidden],
+            "network": policy.network,
+        }
+        return [sys.executable, "-I", "-S", str(_LANDLOCK), json.dumps(rules), "--", *argv]
+    return ["/usr/bin/sandbox-exec", "-p", _seatbelt(policy), *argv]
+
+
+def _bwrap(policy: Policy) -> list[str]:
+    bwrap = shutil.which("bwrap") or "bwrap"
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for root in policy.writable:
+        args += ["--bind", str(root), str(root)]
+    args += ["--bind", str(policy.tmp), str(policy.tmp)]
+    for secret in policy.hidden:
+        if secret.is_dir():
+            args += ["--tmpfs", str(secret)]
+        else:
+            args += ["--ro-bind", "/dev/null", str(secret)]
+    if not policy.network:
+        args.append("--unshare-net")
+    return [*args, "--unshare-pid", "--die-with-parent", "--setenv", "TMPDIR", str(policy.tmp)]
+
+
+def _seatbelt(policy: Policy) -> str:
+    """A sandbox-exec profile (macOS): read everything but the secrets, write the roots."""
+    writes = " ".join(f'(subpath "{p}")' for p in (*policy.writable, policy.tmp))
+    hidden = " ".join(f'(subpath "{p}")' for p in policy.hidden)
+    allowed = f'(require-any {writes} (literal "/dev/null"))'
+    rules = ["(version 1)", "(allow default)", f"(deny file-write* (require-not {allowed}))"]
+    if hidden:
+        rules.append(f"(deny file-read* {hidden})")
+    if not policy.network:
+        rules.append("(deny network-outbound (remote ip))")
+    return "\n".join(rules)
+
+
+def environment(policy: Policy, env: dict[str, str]) -> dict[str, str]:
+    """A confined command's environment: its temp files go to the private dir."""
+    return {**env, "TMPDIR": str(policy.tmp)} if policy.confined else env
+
+
+def blocked_note(output: str, ok: bool, policy: Policy) -> str | None:
+    """What to tell the model when a confined command failed the way the sandbox makes
+    commands fail (a refused write, read or connection); None otherwise."""
+    if ok or not policy.confined:
+        return None
+    net = not policy.network and _DENIED_NET.search(output)
+    write = _DENIED_WRITE.search(output)
+    if not (net or write):
+        return None
+    what = "a network connection" if net else "a write or read outside what it may touch"
+    where = ", ".join(str(p) for p in policy.writable) or "nowhere (read-only)"
+    return (
+        f"This command may have been blocked by the sandbox ({policy.level}): it refused "
+        f"{what}. Inside the sandbox commands may write only in {where} and the temp dir "
+        f"$TMPDIR{'' if policy.network else ', and have no network'}. If the command must do "
+        "this, run it again with `outside_sandbox: true` and a `reason`: the user is asked."
+    )
+
+
+def cleanup(policy: Policy) -> None:
+    """Remove the private temp dir (at session close)."""
+    shutil.rmtree(policy.tmp, ignore_errors=True)
+
+
+def describe(level: Level, how: Mechanism | None) -> str:
+    """One line for `doctor` and the session's notice: the level, and what keeps it."""
+    if level == "off":
+        return "Sandbox off: commands can do anything you can; each one asks first."
+    if how is None:
+        return (
+            f"Sandbox {level} cannot be kept on this machine (no bubblewrap, no Landlock, no "
+            "sandbox-exec): every command asks first. Install bubblewrap (e.g. apt install "
+            "bubblewrap) to run safe commands without asking."
+        )
+    return f"Sandbox {level}, kept by {how}: commands that stay inside it run without asking."
+
+
+class Sandbox:
+    """One session's sandbox: made with the session, its private temp dir at the first
+    command, removed with the session (`close`)."""
+
+    def __init__(self, level: Level, roots: tuple[Path, ...]) -> None:
+        self.level = level
+        self._roots = roots
+        self._policy: Policy | None = None
+
+    @property
+    def how(self) -> Mechanism | None:
+        return forced_mechanism() if self.level != "off" else None
+
+    @property
+    def active(self) -> bool:
+        """Commands run confined: a level other than off, and a way to keep it."""
+        return self.level != "off" and self.how is not None
+
+    @property
+    def policy(self) -> Policy:
+        if self._policy is None:
+            self._policy = policy_for(self.level, self._roots, key_store())
+        return self._policy
+
+    def argv(self, argv: list[str]) -> list[str]:
+        how = self.how
+        return wrap(argv, self.policy, how) if self.active and how is not None else argv
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        return environment(self.policy, env) if self.active else env
+
+    def note(self, output: str, ok: bool) -> str | None:
+        return blocked_note(output, ok, self.policy) if self.active else None
+
+    def unavailable(self) -> str | None:
+        """What to tell the user once when the level cannot be kept; None when it can."""
+        return describe(self.level, None) if self.level != "off" and self.how is None else None
+
+    def close(self) -> None:
+        if self._policy is not None:
+            cleanup(self._policy)
+
+
+MECHANISM_ENV = "ACP_SERVER_SANDBOX_WITH"
+
+
+def forced_mechanism() -> Mechanism | None:
+    """`mechanism()`, unless ACP_SERVER_SANDBOX_WITH names one (bubblewrap, landlock) or none
+    (`none`): to use Landlock where bubblewrap is installed, or to try the fallback."""
+    named = os.environ.get(MECHANISM_ENV, "").strip().lower()
+    if named == "none":
+        return None
+    if named in ("bubblewrap", "landlock", "seatbelt"):
+        return named  # type: ignore[return-value]
+    return mechanism()

@@ -1,0 +1,194 @@
+"""The session's workspace: the part of the system prompt that says where the agent works.
+
+`Workspace.start()` (after `session/new` is answered) starts the git probe in the background;
+`await prompt_part(tell)` gives the project instructions and the environment block, re-read
+when they changed, and tells the user once which instruction files were read (and later, each
+newly read one). `touched(call)` notes the folders a tool call worked in: their own
+instruction files apply from the next request on (`current()` gives the part anew).
+`instruct` puts it all into a turn: its system prompt, and its tools watched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from acp_server.messages import ToolCall
+from acp_server.workspace import environment, instructions
+
+if TYPE_CHECKING:
+    from acp_server.agent.loop import ToolRunner, Turn
+
+log = logging.getLogger(__name__)
+
+Tell = Callable[[str, str], None]
+PATH_ARGUMENTS = ("path", "file_path", "directory", "cwd")
+TURN_WAIT = 0.3  # seconds a later turn waits for git before it uses the last state
+
+
+def _result(probe: asyncio.Task[environment.GitState], cwd: Path) -> environment.GitState:
+    """The probe's state; a failure is logged and said as a problem (never a failed turn)."""
+    if probe.cancelled() or probe.exception() is not None:
+        log.warning("git status failed in %s", cwd, exc_info=probe.exception())
+        return environment.GitState(problem="git status failed")
+    return probe.result()
+
+
+def user_folder(config_option: str | None) -> Path:
+    """Where the user's own instructions file is: beside the configuration file in use."""
+    from acp_server.config.file import config_path
+
+    return config_path(config_option, os.environ)[0].parent
+
+
+class Workspace:
+    """Instructions and environment for one session's roots."""
+
+    def __init__(self, cwd: Path, extra: tuple[Path, ...], user_dir: Path | None) -> None:
+        self.cwd = cwd
+        self.extra = extra
+        self.user_dir = user_dir
+        self.root = instructions.project_root(cwd)
+        self.repo = self.root if (self.root / ".git").exists() else None
+        self._reader = instructions.Reader()
+        self._nested: list[Path] = []  # folders worked in, below the cwd or beside it
+        self._told: set[Path] = set()
+        self._probe: asyncio.Task[environment.GitState] | None = None
+        self._git: environment.GitState | None = None
+        self.total = instructions.TOTAL_CHARS  # what the files may take (`fit_to`)
+
+    def fit_to(self, window: int | None) -> None:
+        """Bound the instruction files to a share of a window of `window` tokens."""
+        self.total = instructions.total_for(window)
+
+    def start(self) -> None:
+        """Ask git in the background (needs a running loop; a no-op outside a repository)."""
+        if self.repo is not None and self._probe is None:
+            self._probe = self._ask_git()
+
+    def _ask_git(self) -> asyncio.Task[environment.GitState]:
+        return asyncio.create_task(environment.git_state(self.cwd), name="git-status")
+
+    async def prompt_part(self, tell: Tell | None) -> str:
+        """The instructions and the environment for this turn's requests (git asked again)."""
+        await self._refresh_git()
+        part = self.current()
+        if tell is not None:
+            self.tell_news(tell)
+        return part
+
+    def current(self) -> str:
+        """The part with the instruction files as they are now and the last git state."""
+        found = self.found()
+        sections = [
+            instructions.render(found, self.root),
+            environment.block(self.repo, self._git),
+        ]
+        return "".join(f"\n\n{s}" for s in sections if s)
+
+    def found(self) -> list[instructions.Found]:
+        """The instruction files that apply now, in the order the model is given them."""
+        return instructions.collect(self._reader, self._sources(), self.total)
+
+    def touched(self, call: ToolCall) -> bool:
+        """Note the folders `call` worked in; True when one of them brought new instructions."""
+        before = {f.path for f in self.found()}
+        for folder in self._folders_of(call):
+            if folder not in self._nested and self._inside(folder):
+                self._nested.append(folder)
+        return any(f.path not in before for f in self.found())
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+
+    def _sources(self) -> Iterator[tuple[str, Path]]:
+        if self.user_dir is not None:
+            yield "user", self.user_dir
+        for folder in instructions.chain(self.root, self.cwd):
+            yield "project", folder
+        nested: list[Path] = []
+        for folder in self._nested:
+            base = next((r for r in self._bases() if folder.is_relative_to(r)), folder)
+            nested += [f for f in instructions.chain(base, folder) if f not in nested]
+        for folder in sorted(nested, key=lambda f: len(f.parts)):
+            yield "nested", folder
+
+    def _bases(self) -> tuple[Path, ...]:
+        """Where nested files are looked for: the project root, then the other roots."""
+        return (self.root, *self.extra)
+
+    def _inside(self, folder: Path) -> bool:
+        return any(folder.is_relative_to(r) for r in self._bases())
+
+    def _folders_of(self, call: ToolCall) -> Iterator[Path]:
+        for key in PATH_ARGUMENTS:
+            value = call.arguments.get(key)
+            if isinstance(value, str) and value and "\0" not in value:
+                path = Path(value).expanduser()
+                path = path if path.is_absolute() else self.cwd / path
+                with contextlib.suppress(OSError, RuntimeError):
+                    path = path.resolve()
+                    yield path if path.is_dir() else path.parent
+
+    async def _refresh_git(self) -> None:
+        """A fresh git state: the first turn waits for it (within git's timeout), a later one
+        for at most TURN_WAIT, else keeps the last state and leaves git running for the next
+        (a huge repository must not slow every prompt). A cancelled turn leaves it running."""
+        if self.repo is None:
+            return
+        if self._probe is None:
+            self._probe = self._ask_git()
+        probe = self._probe
+        if self._git is None:
+            await asyncio.wait({probe})  # a cancel of the turn leaves git running
+        elif not probe.done():
+            await asyncio.wait({probe}, timeout=TURN_WAIT)
+        if probe.done():
+            self._probe = None
+            self._git = _result(probe, self.cwd)
+
+    def tell_news(self, tell: Tell) -> None:
+        """Tell the user which instruction files were read that they were not told of yet."""
+        new = [f for f in self.found() if f.path not in self._told]
+        if not new:
+            return
+        self._told.update(f.path for f in new)
+        names = ", ".join(instructions.shown_path(f.path, self.root) for f in new)
+        again = "also " if len(self._told) > len(new) else ""
+        clipped = [f for f in new if f.clipped]
+        note = " (clipped: too long to give in full)" if clipped else ""
+        tell(f"Project instructions {again}read: {names}{note}.", "info")
+        log.info("instruction files read: %s", names)
+
+
+async def instruct(
+    turn: Turn,
+    tools: Callable[[], ToolRunner],
+    where: Workspace,
+    note: str,
+    window: int | None,
+) -> None:
+    """Complete the turn's system prompt (ours, then the project instructions, the environment
+    and the MCP note) and set its tools, watched: a nested instructions file joins from the next
+    request. `note` is the MCP servers' (they were waited for: their tools are among `tools`).
+    The instructions take a share of the `window` at most. The user is told with
+    `turn.tell` which files were read."""
+    from acp_server.workspace.watch import Watched  # the tools' modules: at the first turn
+
+    base, tell = turn.system, turn.tell
+    where.fit_to(window)
+    part = await where.prompt_part(tell)
+    turn.system = base + part + note
+
+    def rebuild() -> None:
+        turn.system = base + where.current() + note
+        if tell is not None:
+            where.tell_news(tell)
+
+    turn.tools = Watched(tools(), where.touched, rebuild)

@@ -1,0 +1,168 @@
+"""Project instructions and the environment block through the real server, read from the mock
+model server's recorded requests: the user's AGENTS.md, the project root's and a nested one,
+each at the right time and in the documented order (user, root, nested), still there after a
+compaction; the user is told which files were read (once each); the first request names the
+date, the OS and the git branch and status of a repository the test makes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.context_session import ReaderSession, start_reader, turn_requests
+from tests.support.mock_llm import MockLLM
+from tests.support.mock_llm.view import conversation
+
+Start = Callable[..., Any]
+USER, ROOT, NESTED = "USER-RULE-7", "ROOT-RULE-3", "NESTED-RULE-5"
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def git(cwd: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
+
+
+def project(tmp_path: Path) -> tuple[Path, Path]:
+    """A git repository (branch `trunk`) with a root and a nested AGENTS.md, one commit, one
+    untracked file; and a configuration folder with the user's AGENTS.md."""
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    (repo / "AGENTS.md").write_text(f"{ROOT}: use pnpm, never npm.\n", "utf-8")
+    (repo / "CLAUDE.md").write_text("IGNORED-FALLBACK: AGENTS.md wins.\n", "utf-8")
+    (repo / "sub" / "AGENTS.md").write_text(f"{NESTED}: tabs in sub/.\n", "utf-8")
+    (repo / "sub" / "file0.txt").write_text("word0 begins this file.\n", "utf-8")
+    (repo / "file1.txt").write_text("word1 begins this file.\n", "utf-8")
+    git(repo, "init", "-q", "-b", "trunk")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "-m", "x")
+    (repo / "untracked-notes.md").write_text("notes\n", "utf-8")
+    config = tmp_path / "config"
+    (config / "acp-server").mkdir(parents=True)
+    (config / "acp-server" / "AGENTS.md").write_text(f"{USER}: answer briefly.\n", "utf-8")
+    return repo, config
+
+
+async def started(server_factory: Start, mock: MockLLM, tmp_path: Path) -> ReaderSession:
+    repo, config = project(tmp_path)
+    env = {"XDG_CONFIG_HOME": str(config), "ACP_SERVER_CONFIG": ""}
+    return await start_reader(server_factory, mock, repo, "--context-window", "65536", env=env)
+
+
+def system_of(request: Any) -> str:
+    first = conversation(request.json)[0]
+    assert first.role == "system"
+    return first.text
+
+
+def order(system: str, *marks: str) -> list[int]:
+    return [system.find(mark) for mark in marks]
+
+
+def told(seen: list[dict[str, Any]]) -> list[str]:
+    """What the user was told about instruction files (agent messages: no notices here)."""
+    texts = [u["content"]["text"] for u in seen if u["sessionUpdate"] == "agent_message_chunk"]
+    return [t.strip() for t in texts if "Project instructions" in t]
+
+
+async def test_instructions_arrive_in_order_when_due_and_survive_a_compaction(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    reader = await started(server_factory, mock_llm, tmp_path)
+    first = await reader.ask("file1.txt")
+    assert first.stop == "end_turn" and "word1" in first.text
+    requests = turn_requests(mock_llm)
+    system = system_of(requests[0])
+    user, root = order(system, USER, ROOT)
+    assert 0 < user < root, system
+    assert NESTED not in system and "IGNORED-FALLBACK" not in system
+    assert told(first.seen) == [f"Project instructions read: {config_file(tmp_path)}, AGENTS.md."]
+
+    second = await reader.ask("sub/file0.txt")
+    assert "word0" in second.text
+    before, after = turn_requests(mock_llm)[len(requests) :]
+    assert NESTED not in system_of(before)  # not worked in sub/ yet
+    user, root, nested = order(system_of(after), USER, ROOT, NESTED)
+    assert 0 < user < root < nested, system_of(after)
+    assert told(second.seen) == ["Project instructions also read: sub/AGENTS.md."]
+
+    for _ in range(3):  # older exchanges for the compaction to take
+        assert (await reader.ask("file1.txt")).stop == "end_turn"
+    compacted = await reader.prompt("/compact")
+    assert "Compacted the conversation" in compacted.text
+    third = await reader.ask("file1.txt")
+    last = turn_requests(mock_llm)[-2]
+    assert conversation(last.json)[1].text.startswith("[Earlier conversation, compacted")
+    user, root, nested = order(system_of(last), USER, ROOT, NESTED)
+    assert 0 < user < root < nested
+    assert told(third.seen) == []  # once per session
+
+
+def config_file(tmp_path: Path) -> str:
+    return str(tmp_path / "config" / "acp-server" / "AGENTS.md")
+
+
+async def test_the_first_request_holds_the_environment(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    days = {time.strftime("%Y-%m-%d")}
+    reader = await started(server_factory, mock_llm, tmp_path)
+    await reader.ask("file1.txt")
+    days.add(time.strftime("%Y-%m-%d"))  # a test run across midnight
+    system = system_of(turn_requests(mock_llm)[0])
+    block = system[system.index("# Environment") :]
+    assert any(f"Today's date: {day}" in block for day in days), block
+    assert f"Operating system: {os.uname().sysname}" in block
+    assert f"project at {tmp_path / 'repo'}" in system
+    assert "branch trunk, no upstream" in block
+    assert "1 changed file" in block and "?? untracked-notes.md" in block
+
+
+async def test_the_environment_and_the_instructions_are_refreshed_when_they_change(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    reader = await started(server_factory, mock_llm, tmp_path)
+    await reader.ask("file1.txt")
+    (tmp_path / "repo" / "file1.txt").write_text("word1 changed.\n", "utf-8")
+    (tmp_path / "repo" / "AGENTS.md").write_text("ROOT-RULE-4: use yarn now.\n", "utf-8")
+    git(tmp_path / "repo", "checkout", "-q", "-b", "feature")
+    await reader.ask("file1.txt")
+    system = system_of(turn_requests(mock_llm)[-1])
+    assert "branch feature" in system and " M file1.txt" in system, system
+    assert "ROOT-RULE-4: use yarn now." in system and ROOT not in system
+
+
+async def test_an_editor_that_shows_notices_is_told_with_one(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    repo, config = project(tmp_path)
+    env = {"XDG_CONFIG_HOME": str(config), "ACP_SERVER_CONFIG": ""}
+    caps: dict[str, Any] = {"session": {"notices": {}}}
+    reader = await start_reader(server_factory, mock_llm, repo, env=env, capabilities=caps)
+    turn = await reader.ask("file1.txt")
+    notices = [u for u in turn.seen if u["sessionUpdate"] == "notice"]
+    assert [(n["severity"], n["title"]) for n in notices] == [
+        ("info", f"Project instructions read: {config_file(tmp_path)}, AGENTS.md.")
+    ]
+    assert told(turn.seen) == []
+
+
+async def test_a_long_file_in_a_small_window_is_clipped_and_the_turn_works(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    repo, config = project(tmp_path)
+    (repo / "AGENTS.md").write_text(f"{ROOT}: long.\n" + "Always be careful.\n" * 2000, "utf-8")
+    env = {"XDG_CONFIG_HOME": str(config), "ACP_SERVER_CONFIG": ""}
+    reader = await start_reader(server_factory, mock_llm, repo, "--context-window", "4096", env=env)
+    turn = await reader.ask("file1.txt")
+    assert turn.stop == "end_turn" and "word1" in turn.text, turn.text
+    system = system_of(turn_requests(mock_llm)[0])
+    assert ROOT in system and "This file has 38,019 characters; only the first" in system
+    assert told(turn.seen)[0].endswith("(clipped: too long to give in full).")

@@ -1,0 +1,44 @@
+"""A turn's system prompt set by `instruct`, and rebuilt when a tool call brings in a nested
+instructions file (the user told of it then)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from acp_server.agent.history import History
+from acp_server.agent.loop import NoTools, Turn
+from acp_server.backends.scripted import ScriptedBackend
+from acp_server.messages import ToolCall
+from acp_server.updates import Update
+from acp_server.workspace.workspace import Workspace, instruct
+
+
+async def test_a_nested_file_joins_the_system_prompt_after_the_call(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "AGENTS.md").write_text("ROOT", encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "AGENTS.md").write_text("SUB", encoding="utf-8")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([]), encoding="utf-8")
+    seen: list[Update] = []
+    said: list[str] = []
+    turn = Turn(
+        backend=ScriptedBackend(script),
+        history=History(),
+        emit=seen.append,
+        system="BASE",
+        tell=lambda text, severity: said.append(text),
+    )
+    workspace = Workspace(tmp_path, (), None)
+    await instruct(turn, NoTools, workspace, "\n\nMCP NOTE", None)
+    assert turn.system.startswith("BASE\n\n# Project instructions")
+    assert "ROOT" in turn.system and "SUB" not in turn.system
+    assert turn.system.endswith("MCP NOTE")
+    await turn.tools.run(ToolCall("c1", "read_file", {"path": "sub/x.txt"}), seen.append)
+    assert turn.system.index("ROOT") < turn.system.index("SUB") < turn.system.index("MCP NOTE")
+    assert said == [
+        "Project instructions read: AGENTS.md.",
+        "Project instructions also read: sub/AGENTS.md.",
+    ]
+    workspace.close()
