@@ -20,7 +20,7 @@ require("avante").setup({
         ACP_SERVER_MODEL = os.getenv("ACP_SERVER_MODEL"),
         -- Another configuration file than ~/.config/acp-server/config.toml.
         ACP_SERVER_CONFIG = os.getenv("ACP_SERVER_CONFIG"),
-        -- Keys and endpoints for the provider you use (see the README, "Choosing a model").
+        -- Keys and endpoints for the provider you use (see docs/models.md, "Choosing a model").
         OPENAI_API_KEY = os.getenv("OPENAI_API_KEY"),
         OPENAI_BASE_URL = os.getenv("OPENAI_BASE_URL"),
         ANTHROPIC_API_KEY = os.getenv("ANTHROPIC_API_KEY"),

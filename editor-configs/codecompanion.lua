@@ -1,7 +1,7 @@
 -- CodeCompanion.nvim: acp-server as an ACP adapter. Open a chat with :CodeCompanionChat.
 --
 -- CodeCompanion starts the agent with Neovim's environment: the model and API keys set in the
--- shell that started Neovim reach it (or use the configuration file, see the README). It
+-- shell that started Neovim reach it (or use the configuration file, see docs/configuration.md). It
 -- changes the model, the mode and the thinking level only through session config options,
 -- which acp-server offers ("model", "mode", "thought_level"), and it can reopen a stored
 -- session (session/load).

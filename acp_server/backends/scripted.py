@@ -1,6 +1,6 @@
 """A deterministic backend that plays a script: the backbone of e2e tests, demos and conformance
-scripts for ACP clients. Public interface, documented in the README ("Scripted backend") and in
-`schemas/script.schema.json`.
+scripts for ACP clients. Public interface, documented in docs/client-authors.md ("Scripted
+backend") and in `schemas/script.schema.json`.
 
 The script is a JSON array of rounds, or JSONL with one round per line (or, for in-process tests,
 the same rounds as a list: `ScriptedBackend.from_rounds`). Each model request

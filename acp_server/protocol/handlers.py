@@ -290,7 +290,7 @@ class AcpAgent:
 
 def prompt_response(outcome: PromptOutcome) -> dict[str, Any]:
     """The `session/prompt` result. What ACP has no field for travels in `_meta.acpServer`
-    (ACP allows `_meta` on every response; documented in the README for client authors), each
+    (ACP allows `_meta` on every response; documented in docs/client-authors.md), each
     entry only when it happened: `turnFailed` when the turn ended on a failure, with the message
     the user was shown; `notSaved` when its records could not be committed. The stop reason
     stays the normal one."""
