@@ -43,7 +43,7 @@ import random
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -60,6 +60,7 @@ from acp_server.backends._errors import (
     plain_detail,
     retry_after_seconds,
 )
+from acp_server.backends._sse import SseEvent, sse_events
 from acp_server.messages import Event, Notice, StreamError
 
 # Error classification lives in `_errors`; these names are part of this module's interface.
@@ -301,3 +302,24 @@ def _final_message(failure: BackendError, attempts: int) -> str:
     if attempts <= 1:
         return failure.message
     return f"{failure.message.rstrip('.')} (gave up after {attempts} attempts)."
+
+
+class FrameParser(Protocol):
+    """A dialect's parser of a streamed reply: events from each SSE frame, until `done`."""
+
+    done: bool
+
+    def feed(self, sse: SseEvent) -> list[Event]: ...
+
+
+async def parsed(response: httpx.Response, parser: FrameParser) -> AsyncIterator[Event]:
+    """The events `parser` makes of `response`'s SSE frames until it is done; the response is
+    closed at the end, however the iteration ends."""
+    try:
+        async for sse in sse_events(lines(response)):
+            for event in parser.feed(sse):
+                yield event
+            if parser.done:
+                break
+    finally:
+        await response.aclose()

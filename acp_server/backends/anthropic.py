@@ -28,11 +28,10 @@ from acp_server.backends._http import (
     BackendError,
     LazyClient,
     RetryPolicy,
-    lines,
+    parsed,
     retrying,
     send,
 )
-from acp_server.backends._sse import sse_events
 from acp_server.backends.catalog import ModelFacts, lookup_at
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
@@ -135,14 +134,8 @@ class AnthropicBackend:
         """One streamed request; raises BackendError."""
         response = await self._open(request)
         parser = EventParser(self.model)
-        try:
-            async for sse in sse_events(lines(response)):
-                for event in parser.feed(sse):
-                    yield event
-                if parser.done:
-                    break
-        finally:
-            await response.aclose()
+        async for event in parsed(response, parser):
+            yield event
         reason = parser.final_reason()
         for event in parser.final_events():
             yield event

@@ -36,13 +36,12 @@ from acp_server.backends._http import (
     BackendError,
     LazyClient,
     RetryPolicy,
-    lines,
+    parsed,
     read_json,
     retrying,
     send,
 )
 from acp_server.backends._openai_wire import ChunkParser, completion_events, payload
-from acp_server.backends._sse import sse_events
 from acp_server.backends.catalog import ModelFacts, lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
@@ -132,14 +131,8 @@ class OpenAIBackend:
             return
         response = await self._open(request)
         parser = ChunkParser(self.model)
-        try:
-            async for sse in sse_events(lines(response)):
-                for event in parser.feed(sse):
-                    yield event
-                if parser.done:
-                    break
-        finally:
-            await response.aclose()
+        async for event in parsed(response, parser):
+            yield event
         if parser.chunks == 0:
             log.info("%s answered an empty stream; asking again without streaming", self.label)
             if request.tools:

@@ -23,9 +23,15 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from acp_server.backends._http import BackendError, LazyClient, RetryPolicy, lines, retrying, send
+from acp_server.backends._http import (
+    BackendError,
+    LazyClient,
+    RetryPolicy,
+    parsed,
+    retrying,
+    send,
+)
 from acp_server.backends._responses_wire import DIALECT, EventParser, payload
-from acp_server.backends._sse import sse_events
 from acp_server.backends.catalog import lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
@@ -112,14 +118,8 @@ class ResponsesBackend:
         """One streamed request; raises BackendError."""
         response = await self._open(request)
         parser = EventParser(self.model)
-        try:
-            async for sse in sse_events(lines(response)):
-                for event in parser.feed(sse):
-                    yield event
-                if parser.done:
-                    break
-        finally:
-            await response.aclose()
+        async for event in parsed(response, parser):
+            yield event
         for event in parser.final_events():
             yield event
 
