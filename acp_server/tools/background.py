@@ -22,7 +22,6 @@ import contextlib
 import logging
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from acp_server.tools.base import settle
 from acp_server.tools.jobs import Chunk, Job
 from acp_server.tools.procgroup import (
     EOF_GRACE,
-    group_alive,
+    end_groups,
     signal_group,
     spawn,
     stop_group,
@@ -269,15 +268,7 @@ def new_part(before: str, now: str) -> tuple[str, int]:
 
 def end_all() -> None:
     """At agent exit: SIGTERM every local background group, SIGKILL what is left soon after."""
-    groups = list(_groups)
-    for pgid in groups:
-        signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + END_GRACE
-    while time.monotonic() < deadline and any(group_alive(g) for g in groups):
-        time.sleep(0.02)
-    for pgid in groups:
-        signal_group(pgid, signal.SIGKILL)
-        _groups.discard(pgid)
+    end_groups(_groups, END_GRACE)
 
 
 atexit.register(end_all)

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import atexit
 import logging
-import signal
-import time
 
-from acp_server.tools.procgroup import group_alive, signal_group
+from acp_server.tools.procgroup import end_groups
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +38,7 @@ def end_all() -> None:
     if not groups:
         return
     log.info("ending %d MCP server process group(s)", len(groups))
-    for pgid in groups:
-        signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + END_GRACE
-    while time.monotonic() < deadline and any(group_alive(g) for g in groups):
-        time.sleep(0.02)
-    for pgid in groups:
-        signal_group(pgid, signal.SIGKILL)
-        _running.discard(pgid)
+    end_groups(_running, END_GRACE)
 
 
 atexit.register(end_all)  # also when the agent fails on its way out

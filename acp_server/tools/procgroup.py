@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,6 +183,20 @@ async def _until_gone(pgid: int, seconds: float) -> bool:
             return False
         await asyncio.sleep(POLL_SECONDS)
     return True
+
+
+def end_groups(groups: set[int], grace: float) -> None:
+    """At agent exit (no event loop to wait on): SIGTERM every group of `groups`, SIGKILL what
+    is left after `grace` seconds, and forget them all."""
+    ending = list(groups)
+    for pgid in ending:
+        signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(group_alive(g) for g in ending):
+        time.sleep(0.02)
+    for pgid in ending:
+        signal_group(pgid, signal.SIGKILL)
+        groups.discard(pgid)
 
 
 def signal_group(pgid: int, sig: int) -> None:
