@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import importlib.util
 import logging
 import os
 import signal
@@ -96,6 +97,23 @@ def _first_session(args: argparse.Namespace) -> ModelSource | None:
     return model_source(args)
 
 
+def lean_http_imports() -> None:
+    """Two imports the HTTP stack makes that the server does without, kept out with a None in
+    sys.modules (an import of that name then fails at once, and the library takes the
+    fallback it has for the package being absent):
+
+    - httpx's command-line client (click, pygments, rich: ~8 ms of the first prompt), which
+      `import httpx` loads when it can and the server never runs;
+    - `sniffio` when it is not installed: httpcore tries to import it for every lock and
+      event it makes, and each failed attempt searches the whole module path again (~45 times
+      a prompt). It only tells asyncio from trio, and this is asyncio.
+    """
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
 def serve(args: argparse.Namespace) -> int:
     """Serve ACP on stdin/stdout until stdin closes or a SIGTERM/SIGINT arrives; exit 0."""
     try:
@@ -108,6 +126,7 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     wire_fd = claim_stdout()
     configure_logging(plan)
+    lean_http_imports()
     if os.isatty(0):
         print(TERMINAL_HINT, file=sys.stderr, flush=True)
     try:
