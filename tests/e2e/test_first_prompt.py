@@ -159,6 +159,7 @@ NOT_FOR_INITIALIZE = (
     "acp_server.tools.base",
     "acp_server.tools.mcp_config",
     "acp_server.agent.loop",
+    "shutil",  # argparse asks it for the terminal's width, and it loads three compressors
 )
 # Never loaded by a first prompt that searches nothing: httpx's command-line client, the
 # ignore-file matcher, the package metadata reader (ripgrep's location).
