@@ -159,6 +159,7 @@ NOT_FOR_INITIALIZE = (
     "acp_server.tools.base",
     "acp_server.tools.mcp_config",
     "acp_server.agent.loop",
+    "acp_server.backends.select",  # the backends' construction: at the first prompt
     "shutil",  # argparse asks it for the terminal's width, and it loads three compressors
 )
 # Never loaded by a first prompt that searches nothing: httpx's command-line client, the
