@@ -139,3 +139,31 @@ def is_local_host(host: str) -> bool:
 
 def is_local_url(url: str) -> bool:
     return is_local_host(urlsplit(url).hostname or "")
+
+
+def missing_provider_key(provider: Provider, model: str, env: Mapping[str, str]) -> str | None:
+    """What to do when a model of `provider` would be asked without the key it needs (None:
+    the key is set, or none is needed). A built-in provider needs its key only on the vendor's
+    own API (another server at OPENAI_BASE_URL may take none); a provider whose key variable
+    the configuration file names needs it wherever it points."""
+    variable = provider.api_key_env
+    if not variable or env.get(variable):
+        return None
+    hosted = HOSTED.get(provider.name.removesuffix("-responses"))  # the same API, either way
+    if hosted is not None and variable == hosted.key_env:
+        if urlsplit(provider.base_url).hostname != urlsplit(hosted.default_base).hostname:
+            return None
+        return (
+            f"The model {provider.name}:{model} runs on {hosted.vendor}'s API "
+            f"({hosted.default_base}), which needs an API key, and {variable} is not set. "
+            f"Create a key at {hosted.keys_page}, then set it where acp-server starts: "
+            f"`export {variable}=...` in your shell, or in the `env` of your editor's agent "
+            f"configuration. To use another server instead, set {hosted.base_env}."
+        )
+    return (
+        f"The model {provider.name}:{model} runs on {provider.base_url}, and the configuration "
+        f"says its API key is in the environment variable {variable}, which is not set. Set it "
+        f"where acp-server starts: `export {variable}=...` in your shell, or in the `env` of "
+        f"your editor's agent configuration. If that server needs no key, remove `api_key_env` "
+        f"from [providers.{provider.name}] in the configuration file."
+    )

@@ -41,6 +41,7 @@ from acp_server.backends import Backend, window_origin
 from acp_server.backends.local import CONTEXT_ENV, INSTALL
 from acp_server.backends.providers import HOSTED as HOSTED
 from acp_server.backends.providers import Hosted, Provider, builtin_providers
+from acp_server.backends.providers import missing_provider_key as missing_provider_key
 from acp_server.backends.providers import ollama_url as ollama_url
 
 if TYPE_CHECKING:
@@ -112,34 +113,6 @@ def _number(env: Mapping[str, str], name: str, default: Any, kind: Callable[[str
     except ValueError:
         log.warning("ignoring %s=%r: not a number", name, text)
         return default
-
-
-def missing_provider_key(provider: Provider, model: str, env: Mapping[str, str]) -> str | None:
-    """What to do when a model of `provider` would be asked without the key it needs (None:
-    the key is set, or none is needed). A built-in provider needs its key only on the vendor's
-    own API (another server at OPENAI_BASE_URL may take none); a provider whose key variable
-    the configuration file names needs it wherever it points."""
-    variable = provider.api_key_env
-    if not variable or env.get(variable):
-        return None
-    hosted = HOSTED.get(provider.name.removesuffix("-responses"))  # the same API, either way
-    if hosted is not None and variable == hosted.key_env:
-        if urlsplit(provider.base_url).hostname != urlsplit(hosted.default_base).hostname:
-            return None
-        return (
-            f"The model {provider.name}:{model} runs on {hosted.vendor}'s API "
-            f"({hosted.default_base}), which needs an API key, and {variable} is not set. "
-            f"Create a key at {hosted.keys_page}, then set it where acp-server starts: "
-            f"`export {variable}=...` in your shell, or in the `env` of your editor's agent "
-            f"configuration. To use another server instead, set {hosted.base_env}."
-        )
-    return (
-        f"The model {provider.name}:{model} runs on {provider.base_url}, and the configuration "
-        f"says its API key is in the environment variable {variable}, which is not set. Set it "
-        f"where acp-server starts: `export {variable}=...` in your shell, or in the `env` of "
-        f"your editor's agent configuration. If that server needs no key, remove `api_key_env` "
-        f"from [providers.{provider.name}] in the configuration file."
-    )
 
 
 def build(spec: ModelSpec, env: Mapping[str, str]) -> Backend:

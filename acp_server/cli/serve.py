@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import importlib.util
 import logging
 import os
 import signal
@@ -83,17 +84,32 @@ def model_source(args: argparse.Namespace) -> ModelSource | None:
     return ModelSource(values, os.environ, path, must_exist=named)
 
 
-def _first_session(args: argparse.Namespace) -> ModelSource | None:
-    """The model source, made at the first session, which also writes the log's first line
-    (not before `initialize`: the first line opens the log file, ~3 ms)."""
-    log.info(
-        "acp-server %s (Python %s, pid %d) serving with arguments %s",
-        __version__,
-        sys.version.split()[0],
-        os.getpid(),
-        sys.argv[1:],
-    )
-    return model_source(args)
+def header(arguments: list[str]) -> str:
+    """The log's first line, written when the log file opens (`logs.LogFile`)."""
+    python = sys.version.split()[0]
+    started = f"acp-server {__version__} (Python {python}, pid {os.getpid()})"
+    return f"{started} serving with arguments {arguments}"
+
+
+def lean_http_imports() -> None:
+    """Imports the HTTP stack makes that the server does without, kept out with a None in
+    sys.modules (an import of that name then fails at once, and the library takes the
+    fallback it has for the package being absent):
+
+    - httpx's command-line client (click, pygments, rich: ~8 ms of the first prompt), which
+      `import httpx` loads when it can and the server never runs;
+    - `sniffio` and `trio` when they are not installed (0.07 ms to ask): httpcore tries to
+      import them for every lock and event it makes, and each failed attempt searches the
+      whole module path again (~45 times a prompt). They tell trio from asyncio, and this is
+      asyncio.
+    """
+    blocked: dict[str, None] = {}
+    if "httpx" not in sys.modules:
+        blocked["httpx._main"] = None
+    for name in ("sniffio", "trio"):
+        if name not in sys.modules and importlib.util.find_spec(name) is None:
+            blocked[name] = None
+    sys.modules.update(blocked)  # type: ignore[arg-type]
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -107,7 +123,8 @@ def serve(args: argparse.Namespace) -> int:
         print(f"acp-server: {exc}", file=sys.stderr)
         return 2
     wire_fd = claim_stdout()
-    configure_logging(plan)
+    configure_logging(plan, header(sys.argv[1:]))
+    lean_http_imports()
     if os.isatty(0):
         print(TERMINAL_HINT, file=sys.stderr, flush=True)
     try:
@@ -189,7 +206,7 @@ async def _serve(wire_fd: int, args: argparse.Namespace, settings: Settings) -> 
     # One backend for every session of the process, made at the first one: a script's rounds
     # run on across sessions (as documented), and a probed local model is probed once.
     agent = AcpAgent(
-        functools.cache(lambda: choose_backend(args)), settings, lambda: _first_session(args)
+        functools.cache(lambda: choose_backend(args)), settings, lambda: model_source(args)
     )
     conn = Connection(
         await open_source(0),

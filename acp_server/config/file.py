@@ -33,10 +33,11 @@ from acp_server.backends.providers import Provider as Provider
 from acp_server.backends.providers import builtin_providers as builtin_providers
 from acp_server.config.tomllines import KeyPath, key_lines, line_of
 from acp_server.settings import FetchSettings
-from acp_server.tools.mcp_config import ServerConfig, from_file, remembered
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError
+
+    from acp_server.tools.mcp_config import ServerConfig
 
 SCHEMA = "config.schema.json"
 CONFIG_ENV = "ACP_SERVER_CONFIG"
@@ -309,6 +310,9 @@ def _build(
             origin="built in, changed by the file" if base else "the file",
         )
     _remember_secrets(providers.values())
+    # Imported for a file that is read: `initialize` (which reads no file) does without it.
+    from acp_server.tools.mcp_config import from_file, remembered
+
     mcp_servers = tuple(remembered(server) for server in from_file(data.get("mcp_servers", {})))
     keys = tuple(sorted(data.get("keys", {}).items()))
     for variable, key in keys:

@@ -29,14 +29,17 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from acp_server.backends import Backend
-from acp_server.backends.select import missing_provider_key
+from acp_server.backends.providers import missing_provider_key
 from acp_server.config.file import Config, ConfigError, ModelConfig, changed_since, load_config
 from acp_server.errors import InternalError, InvalidParams
 from acp_server.models.catalogue import Catalogue, ModelChoiceError, ModelEntry, build_catalogue
 from acp_server.settings import FetchSettings
-from acp_server.tools.mcp_config import ServerConfig
+
+if TYPE_CHECKING:
+    from acp_server.tools.mcp_config import ServerConfig
 
 log = logging.getLogger(__name__)
 

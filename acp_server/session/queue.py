@@ -62,6 +62,11 @@ class PromptQueue:
         """A turn is running or about to (work changed now waits for the next prompt)."""
         return self._slot.locked()
 
+    async def idle(self) -> None:
+        """Return once the turns running or waiting now have ended (at once when none is)."""
+        async with self._slot:  # in line behind them; held for no time at all
+            pass
+
     async def run(self, work: Work) -> PromptOutcome:
         """Run `work` once every prompt before it is done, and say how it ended. Cancelling the
         caller (a `$/cancel_request`) cancels the turn too, and waits for it to end."""

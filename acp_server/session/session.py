@@ -265,6 +265,10 @@ class Session:
 
         return await self._queue.run(start)
 
+    async def idle(self) -> None:
+        """Once the prompts running or queued now have ended (at once when there are none)."""
+        await self._queue.idle()
+
     async def close(self) -> None:
         """The session goes: its turn is cancelled, its background commands and MCP servers end."""
         self.cancel()

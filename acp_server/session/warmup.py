@@ -55,9 +55,10 @@ async def prepare_first_turn(session: Session) -> None:
 
 class AfterNew:
     """The work started once a new session's answer has been written (the one place for it):
-    what its first prompt needs, what is wrong with the configuration, and, after the warm-up,
-    the discovery of local models (beside it, an HTTP client and a request per local server
-    delayed a first prompt sent at once by ~20 ms)."""
+    what its first prompt needs, what is wrong with the configuration, and, after the warm-up
+    and any prompt that came meanwhile, the discovery of local models (beside a first prompt
+    sent at once, its HTTP client and a request per local server cost that turn ~15 ms of CPU;
+    the model list grows a moment later instead)."""
 
     def __init__(self, models: ModelSource | None) -> None:
         self._models = models
@@ -74,9 +75,16 @@ class AfterNew:
             return
         if self._models.problem is not None:
             session.tell(self._models.problem, "error")
-        task.add_done_callback(self._discover)
+        task.add_done_callback(lambda _: self._discover(session))
 
-    def _discover(self, _warm_up: asyncio.Task[None]) -> None:
+    def _discover(self, session: Session) -> None:
+        if not self._closed:
+            task = asyncio.create_task(self._discover_when_idle(session), name="discovery")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _discover_when_idle(self, session: Session) -> None:
+        await session.idle()
         if not self._closed and self._models is not None:
             self._models.start_discovery()
 

@@ -19,8 +19,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 NEVER = frozenset({".git"})
 BUILT_IN_IGNORED = frozenset({"node_modules", ".venv", "__pycache__"})
@@ -92,6 +94,10 @@ def _default_excludes() -> Path | None:
 
 
 def _spec(path: Path) -> pathspec.GitIgnoreSpec | None:
+    # Imported at the first ignore file read (~10 ms: it probes its optional regex engines),
+    # not with the tools: the first prompt's request is built without it.
+    import pathspec
+
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
@@ -125,6 +131,8 @@ def _within(level: _Level, root: Path) -> _Level:
     rel = _folder(root)[len(level.base) :]
     if not rel:
         return level
+    import pathspec
+
     specs = []
     for spec in level.specs:
         kept = [p for p in spec.patterns if not (p.include and p.match_file(rel))]

@@ -14,7 +14,6 @@ made unique with a short hash.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -210,6 +209,8 @@ def tool_name(server: str, tool: str, taken: set[str]) -> str:
     """`mcp__<server>__<tool>` as a name every model API accepts, unique among `taken`."""
     name = _BAD_CHARS.sub("_", f"mcp__{server}__{tool}")
     if len(name) > NAME_LIMIT:
+        import hashlib  # rarely needed: not with the configuration's imports
+
         digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
         name = f"{name[: NAME_LIMIT - 9]}_{digest}"
     unique, counter = name, 2

@@ -17,7 +17,6 @@ import shutil
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from acp_server.tools.base import ToolFailure
@@ -44,6 +43,8 @@ def _find(setting: str, search_path: str) -> str | None:
 
 def _packaged() -> str | None:
     """The `rg` the `ripgrep` package installed (into its environment's scripts folder)."""
+    from importlib import metadata  # ~10 ms: at the first search, not with the tools
+
     try:
         files = metadata.distribution("ripgrep").files or []
     except metadata.PackageNotFoundError:

@@ -142,3 +142,64 @@ async def test_closing_right_after_session_new_leaves_stderr_quiet(
         await server.close_stdin()
         assert await server.wait() == 0
         assert await server.stderr_text() == ""
+
+
+# Loaded by none of `initialize`'s work: each is a few milliseconds or more of start-up.
+NOT_FOR_INITIALIZE = (
+    "httpx",
+    "httpcore",
+    "anyio",
+    "sqlite3",
+    "tomllib",
+    "jsonschema",
+    "mcp",
+    "pathspec",
+    "acp_server.session.session",
+    "acp_server.store.database",
+    "acp_server.tools.base",
+    "acp_server.tools.mcp_config",
+    "acp_server.agent.loop",
+    "acp_server.backends.select",  # the backends' construction: at the first prompt
+    "shutil",  # argparse asks it for the terminal's width, and it loads three compressors
+)
+# Never loaded by a first prompt that searches nothing: httpx's command-line client, the
+# ignore-file matcher, the package metadata reader (ripgrep's location).
+NOT_FOR_A_FIRST_PROMPT = ("click", "pygments", "rich", "pathspec", "importlib.metadata")
+
+
+async def imports_until(server: Any, reached: Callable[[], Any]) -> set[str]:
+    """What the server listed under -X importtime until `reached()` is done; then it is
+    killed, so that shutting down adds nothing to the list."""
+    await reached()
+    await server.stop()
+    return {line.rsplit("|", 1)[-1].strip() for line in (await server.stderr_text()).splitlines()}
+
+
+async def test_initialize_loads_none_of_the_heavy_modules(server_factory: Start) -> None:
+    env = {"PYTHONPROFILEIMPORTTIME": "1", "OPENAI_API_KEY": "sk-mock"}
+    server = await server_factory("--model", "openai:mock-model", env=env)
+    params = {"protocolVersion": 1, "clientCapabilities": {}}
+    imported = await imports_until(server, lambda: server.request("initialize", params))
+    assert "acp_server.protocol.handlers" in imported  # the listing is there
+    assert sorted(imported & set(NOT_FOR_INITIALIZE)) == []
+
+
+async def test_a_first_prompt_at_once_loads_no_command_line_or_search_modules(
+    server_factory: Start, tmp_path: Path
+) -> None:
+    mock = MockLLM()
+    await mock.start()
+    try:
+        env = {
+            "OPENAI_BASE_URL": f"{mock.url}/v1",
+            "OPENAI_API_KEY": "sk-mock",
+            "PYTHONPROFILEIMPORTTIME": "1",
+        }
+        server = await server_factory("--model", "openai:mock-model", env=env)
+        session = await server.handshake(str(tmp_path))
+        mock.queue({"text": "hello"})
+        imported = await imports_until(server, lambda: prompt(server, session))
+    finally:
+        await mock.close()
+    assert "httpx" in imported  # the listing covers the HTTP stack's import
+    assert sorted(imported & set(NOT_FOR_A_FIRST_PROMPT)) == []

@@ -87,6 +87,24 @@ def test_nothing_is_opened_before_the_first_line(tmp_path: Path) -> None:
     assert "INFO acp_server.test: now" in path.read_text("utf-8")
 
 
+def test_the_header_comes_first_when_the_file_opens_and_on_stderr_too(
+    tmp_path: Path, root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = LogPlan(logging.INFO, tmp_path / "acp-server.log", stderr=True, third_party=False)
+    configure_logging(plan, header="acp-server 9.9 serving")
+    assert not plan.file.exists()  # written at the first line, not at start
+    logging.getLogger("acp_server.test").warning("first line")
+    logging.getLogger("acp_server.test").warning("second line")
+    lines = plan.file.read_text("utf-8").splitlines()
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "acp-server 9.9 serving",
+        "first line",
+        "second line",
+    ]
+    err = capsys.readouterr().err
+    assert err.index("acp-server 9.9 serving") < err.index("first line")
+
+
 def test_a_file_that_cannot_be_written_is_said_once_on_stderr(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

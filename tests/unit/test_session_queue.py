@@ -109,3 +109,21 @@ async def test_the_running_prompt_is_answered_before_the_queued_ones() -> None:
     t.queue.cancel()
     await asyncio.gather(a, b)
     assert answered == ["a", "b"]
+
+
+async def test_idle_waits_for_the_turns_there_are_now_and_returns_at_once_without() -> None:
+    t = Turns()
+    await asyncio.wait_for(t.queue.idle(), 1)  # nothing runs: at once
+    a = t.run("a")
+    await steps()
+    idle = asyncio.create_task(t.queue.idle())
+    b = t.run("b")  # came after: idle does not wait for it to run
+    await steps()
+    assert not idle.done()
+    t.release["a"].set()
+    await asyncio.wait_for(idle, 1)
+    assert t.log[:3] == ["start a", "end a", "finish end_turn"]
+    await steps()
+    assert t.log[-1] == "start b" and not b.done()
+    t.release["b"].set()
+    assert (await a).stop == (await b).stop == "end_turn"
