@@ -61,9 +61,18 @@ class Found:
 def project_root(cwd: Path) -> Path:
     """The git root above `cwd` (a `.git` folder or file), else `cwd` itself."""
     for folder in (cwd, *cwd.parents):
-        if (folder / ".git").exists():
+        if has_git(folder):
             return folder
     return cwd
+
+
+def has_git(folder: Path) -> bool:
+    """Whether `folder` holds a `.git` folder or file. A path the system cannot look at (a
+    name too long, a folder we may not enter: an editor may send any cwd) has none."""
+    try:
+        return os.path.lexists(folder / ".git")
+    except (OSError, ValueError):
+        return False
 
 
 def chain(root: Path, folder: Path) -> list[Path]:

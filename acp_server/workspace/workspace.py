@@ -54,7 +54,7 @@ class Workspace:
         self.extra = extra
         self.user_dir = user_dir
         self.root = instructions.project_root(cwd)
-        self.repo = self.root if (self.root / ".git").exists() else None
+        self.repo = self.root if instructions.has_git(self.root) else None
         self._reader = instructions.Reader()
         self._nested: list[Path] = []  # folders worked in, below the cwd or beside it
         self._told: set[Path] = set()

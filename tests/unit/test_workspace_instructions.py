@@ -109,3 +109,13 @@ def test_a_small_window_takes_a_share_of_it_for_the_files(tmp_path: Path) -> Non
     write(tmp_path / "AGENTS.md", "rule\n" * 2000)
     (found,) = collect(Reader(), [("project", tmp_path)], instructions.total_for(4096))
     assert found.clipped and len(found.text) <= 3276
+
+
+def test_a_cwd_the_system_cannot_look_at_has_no_git_root(tmp_path: Path) -> None:
+    """Found by the structural fuzz: an editor's cwd with a name too long for the system made
+    session/load fail with an internal error."""
+    from acp_server.workspace.instructions import has_git, project_root
+
+    too_long = tmp_path / ("é" * 300)
+    assert not has_git(too_long)
+    assert project_root(too_long) == too_long
