@@ -172,6 +172,9 @@ class Editor:
             self.terminals[running[0]].set()
 
 
+SETTLE_SECONDS = 30.0  # for what is still waiting after an interleaving's last action
+
+
 class Interleaving:
     """One seeded schedule on one session, and what it must have led to."""
 
@@ -223,13 +226,17 @@ class Interleaving:
             self.act()
             for _ in range(self.rng.randrange(12)):
                 await asyncio.sleep(0)
-        for _ in range(100_000):  # the editor lets everything still waiting finish
+        # The editor lets everything still waiting finish. Bounded in time, not in loop turns:
+        # how many turns of the loop a prompt's end takes depends on the machine and its load.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_SECONDS
+        while loop.time() < deadline:
             if not self.unanswered():
                 return
             if self.editor.permissions.get(self.session):
                 self.editor.answer_permission(self.session, ALLOW)
             self.editor.end_a_command()
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.001)
         raise AssertionError(f"prompts never answered: {self.unanswered()}")
 
     def check(self) -> None:
