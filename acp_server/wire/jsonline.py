@@ -4,7 +4,7 @@
 request that brought them was accepted:
 
 - `NaN`, `Infinity`, `-Infinity`, and numbers too large for a float (they become infinity):
-  not JSON. Stored in a session, they made every later `session/load` of it fail to encode.
+  not JSON. Once stored by the layer above, they made every later reload of it fail to encode.
   Rejected as a parse error.
 - Deep nesting: `json.loads` raises RecursionError near 1,000 levels, and a value just under
   that breaks the first recursive step after it (validation, encoding, the store). Anything

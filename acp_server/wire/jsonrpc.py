@@ -243,8 +243,8 @@ class Connection:
     async def _notification_with_id(self, method: str, params: Any) -> None:
         """A sloppy peer sent a notification with an id: act on it (it is then answered), in
         this request's own task, which started in arrival order like every handler. (In a task
-        of its own it started a step late: a prompt sent after a `session/cancel` sent with an
-        id was cancelled by it.)"""
+        of its own it started a step late: a request sent after a cancelling notification sent
+        with an id was cancelled by it.)"""
         if method == CANCEL_REQUEST:
             self._cancel_request(params)
         elif method in self._notifications:
