@@ -96,11 +96,17 @@ class Workspace:
         return instructions.collect(self._reader, self._sources(), self.total)
 
     def touched(self, call: ToolCall) -> bool:
-        """Note the folders `call` worked in; True when one of them brought new instructions."""
-        before = {f.path for f in self.found()}
+        """Note the folders `call` worked in; True when one of them brought new instructions.
+        A call in folders already noted brings none, and costs no look at the disk (it was
+        ~half of the agent's own time per round of a turn of reads)."""
+        new: list[Path] = []
         for folder in self._folders_of(call):
-            if folder not in self._nested and self._inside(folder):
-                self._nested.append(folder)
+            if folder not in self._nested and folder not in new and self._inside(folder):
+                new.append(folder)
+        if not new:
+            return False
+        before = {f.path for f in self.found()}
+        self._nested += new
         return any(f.path not in before for f in self.found())
 
     def close(self) -> None:
