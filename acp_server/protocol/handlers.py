@@ -200,7 +200,9 @@ class AcpAgent:
 
     async def load_session(self, params: Params) -> dict[str, Any]:
         result = await lifecycle.load(self.sessions, params)
-        self._announce_commands(params["sessionId"])
+        session_id = params["sessionId"]
+        self._announce_commands(session_id)
+        self._after_answer(lambda: self._show_meter(session_id))
         return result
 
     async def resume_session(self, params: Params) -> dict[str, Any]:
@@ -219,10 +221,20 @@ class AcpAgent:
             if session is not None:
                 self.send_update(session_id, session.commands.update())
 
+        self._after_answer(announce)
+
+    def _show_meter(self, session_id: str) -> None:
+        """After a load's answer and its replay have left (its work imports the tools: done
+        before, it held up the writing of a long replay), the meter of the loaded session."""
+        session = self.sessions.find(session_id)
+        if session is not None:
+            session.show_usage()
+
+    def _after_answer(self, work: Callable[[], None]) -> None:
         if self.conn is not None:
-            self.conn.after_reply(announce)
+            self.conn.after_reply(work)
         else:  # no connection (in process): no answer to wait for
-            asyncio.get_running_loop().call_soon(announce)
+            asyncio.get_running_loop().call_soon(work)
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         check("session/prompt", "acp/session_prompt.json", params)

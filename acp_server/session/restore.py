@@ -72,7 +72,6 @@ async def restore(
         if row.title:
             title = {"title": row.title, "updatedAt": row.updated_iso}
             factory.send_update(row.id, {"sessionUpdate": "session_info_update", **title})
-        session.show_usage()
     return session
 
 
