@@ -16,13 +16,19 @@ from typing import Any
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A `\u` escape in the surrogate range: only then can the decoded value hold a lone one.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def loads(text: str | bytes) -> Any:
-    """`json.loads`, with every lone surrogate in the decoded strings replaced."""
+    """`json.loads`, with every lone surrogate in the decoded strings replaced. Called for
+    every delta of a stream: a frame without any `\\u` escape (most) costs one substring
+    search, not a decoded copy and a pattern search (~1 us a delta)."""
     value = json.loads(text)
-    raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-    return clean(value) if _SURROGATE_ESCAPE.search(raw) else value
+    if isinstance(text, str):
+        found = "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
+    else:
+        found = b"\\u" in text and _SURROGATE_ESCAPE_BYTES.search(text) is not None
+    return clean(value) if found else value
 
 
 def clean(value: Any) -> Any:

@@ -76,14 +76,30 @@ def first_sentence(text: str) -> str:
 
 def shorten(spec: ToolSpec, left_out: Sequence[str] = ()) -> ToolSpec:
     """The tool with first-sentence descriptions and no examples or defaults, without the
-    parameters that need a tool left out (`COMPANIONS`)."""
+    parameters that need a tool left out (`COMPANIONS`). The same spec shortened the same way
+    is the same object (`_SHORT`): choosing a profile shortens every tool up to nine times a
+    session, and the estimator then measures each shortened tool once."""
+    drop = tuple(sorted({p for tool, names in COMPANIONS.get(spec.name, {}).items()
+                         if tool in left_out for p in names}))  # fmt: skip
+    key = (id(spec), drop)
+    cached = _SHORT.get(key)
+    if cached is not None and cached[0] is spec:
+        return cached[1]
     parameters = _brief(spec.parameters)
-    drop = {p for tool, names in COMPANIONS.get(spec.name, {}).items() if tool in left_out
-            for p in names}  # fmt: skip
     if drop and isinstance(parameters.get("properties"), dict):
         kept = {k: v for k, v in parameters["properties"].items() if k not in drop}
         parameters = {**parameters, "properties": kept}
-    return ToolSpec(spec.name, first_sentence(spec.description), parameters)
+    short = ToolSpec(spec.name, first_sentence(spec.description), parameters)
+    if len(_SHORT) >= _SHORT_MOST:
+        _SHORT.clear()
+    _SHORT[key] = (spec, short)  # the spec is kept: its id names no other object meanwhile
+    return short
+
+
+# (id of a spec, the parameters dropped) -> (that spec, its shortened form). Specs are frozen;
+# their parameters are never changed in place (the tools' schemas are constants).
+_SHORT: dict[tuple[int, tuple[str, ...]], tuple[ToolSpec, ToolSpec]] = {}
+_SHORT_MOST = 512
 
 
 def _brief(schema: Any) -> Any:

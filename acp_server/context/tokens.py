@@ -105,9 +105,7 @@ class Estimator:
         """Raw tokens of the tool specs as offered to the model."""
         total = 0
         for spec in specs:
-            chars = len(spec.name) + text_size(spec.description)
-            chars += text_size(json.dumps(spec.parameters, ensure_ascii=False))
-            total += TOOL_OVERHEAD + math.ceil(chars / self.chars_per_token)
+            total += TOOL_OVERHEAD + math.ceil(_spec_chars(spec) / self.chars_per_token)
         return total
 
     def _count(self, message: Message) -> tuple[int, int]:
@@ -178,3 +176,20 @@ class Estimator:
         raw, reported = self._reports[-1]
         newest = reported - raw * self.factor
         self.overhead = max(math.ceil(max(my - self.factor * mx, newest)), 0)
+
+
+def _spec_chars(spec: ToolSpec) -> int:
+    """The characters of a tool as offered, measured once per spec object: the tools are
+    measured for every profile a session tries, and their schemas are constants."""
+    cached = _SPEC_CHARS.get(id(spec))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    chars = len(spec.name) + text_size(spec.description)
+    chars += text_size(json.dumps(spec.parameters, ensure_ascii=False))
+    if len(_SPEC_CHARS) >= 1024:
+        _SPEC_CHARS.clear()
+    _SPEC_CHARS[id(spec)] = (spec, chars)  # the spec is kept: its id names no other meanwhile
+    return chars
+
+
+_SPEC_CHARS: dict[int, tuple[ToolSpec, int]] = {}
