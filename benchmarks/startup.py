@@ -16,6 +16,10 @@ instructions go into the system prompt, answered as fast as in an empty folder (
 runs after the answer); with `--baseline DIR` (a checkout of the code before a change, put first
 on PYTHONPATH), the same repository case is also measured with that code, run by run in the
 same loop: before/after.
+
+Beside the floor, for information, two processes that do nothing else: the interpreter
+importing asyncio (the least any asyncio server pays before it can answer), and asyncio plus an
+httpx client as the server makes one (what the first request to a model costs to get ready).
 """
 
 from __future__ import annotations
@@ -39,10 +43,20 @@ def _line(frame: dict[str, object]) -> bytes:
     return json.dumps(frame).encode() + b"\n"
 
 
-def floor_once() -> float:
+def floor_once(code: str = "pass") -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True)
     return time.perf_counter() - start
+
+
+# What any asyncio server pays before its first answer, and an httpx client before its first
+# request (as the server makes it for a local model: no certificate authorities, no CLI):
+# measured beside the floor, so that the budgets of issue 22 can be read against them.
+ASYNCIO_ALONE = "import asyncio"
+HTTP_ALONE = (
+    "import asyncio, ssl, sys; sys.modules['httpx._main'] = None; import httpx; "
+    "httpx.AsyncClient(verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))"
+)
 
 
 FIVE_MODELS = "".join(
@@ -127,6 +141,13 @@ def _repo_report(in_repo: list[float], gap: float, before: list[float], baseline
         )
 
 
+def _alone(label: str, runs: list[float], floor: float) -> None:
+    """For information: a process doing only this, against the floor."""
+    value = statistics.median(runs) * 1000
+    print(f"{label:44} {value:7.1f} ms  (floor + {value - floor:5.1f}; for information)")
+    emit(f"startup: {label}", value, "ms", "-", True, floor)
+
+
 def report(label: str, value: float, floor: float, budget: float) -> None:
     good = value <= floor + budget
     over = value - floor
@@ -151,10 +172,13 @@ def main() -> int:
     five = {**one, "ACP_SERVER_CONFIG": str(config)}
     repo = str(git_repository(Path(tempfile.mkdtemp())))
     floors, inits, news, gaps, ones, fives, in_repo, before = [], [], [], [], [], [], [], []
+    asyncio_alone, http_alone = [], []
     baseline = {**os.environ, "PYTHONPATH": args.baseline} if args.baseline else None
     server_once(command, cwd)  # warm the file cache once
     for _ in range(args.runs):
         floors.append(floor_once())
+        asyncio_alone.append(floor_once(ASYNCIO_ALONE))
+        http_alone.append(floor_once(HTTP_ALONE))
         t_init, t_new = server_once(command, cwd)
         inits.append(t_init)
         news.append(t_new)
@@ -171,6 +195,8 @@ def main() -> int:
     print(f"runs: {args.runs} (medians){'  ACP_SERVER_SCRIPT=' + env_note if env_note else ''}")
     print(f"floor  `{Path(sys.executable).name} -c pass`      {floor:7.1f} ms")
     report("spawn -> initialize answer ", init, floor, 40)
+    _alone("the interpreter importing asyncio, no server", asyncio_alone, floor)
+    _alone("asyncio and an httpx client, no server", http_alone, floor)
     gap = statistics.median(gaps) * 1000
     good = gap <= 10
     print(f"spawn -> session/new answer {new:7.1f} ms  ({gap:.1f} ms after the initialize ", end="")

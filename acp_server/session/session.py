@@ -315,6 +315,12 @@ class Session:
         self._parts.budget(self._model)
         self.workspace.start()
 
+    def probe_sandbox(self) -> None:
+        """After the warm-up, unless a prompt came: how commands are confined, found meanwhile
+        (beside a prompt's imports, bubblewrap starting slows them by as much as it takes)."""
+        if not self._queue.busy:
+            self._parts.probe_sandbox()
+
     def show_usage(self) -> None:
         """After `session/load`: the meter for the loaded conversation (`TurnParts`)."""
         self._parts.show_usage(self._model, self.history, self._send, lambda: not self._queue.busy)

@@ -177,9 +177,28 @@ class TurnParts:
         if idle():
             send(usage)
 
+    def probe_sandbox(self) -> None:
+        """Have the way commands are confined found in the background (`start_probe`)."""
+        from acp_server.tools import sandbox
+
+        if (self._settings.sandbox or sandbox.DEFAULT_LEVEL).strip().lower() != "off":
+            sandbox.start_probe()
+
     def say_sandbox(self, tell: Callable[[str, str], None]) -> None:
-        """Once per session: a sandbox level this machine cannot keep (commands then ask)."""
-        problem = self._sandbox.unavailable() if self._sandbox is not None else None
+        """Once per session: a sandbox level this machine cannot keep (commands then ask).
+        Told at a turn's start when the machine's answer is known (the warm-up found it while
+        the user typed), else once the turn's first command has it worked out: a prompt sent
+        at once does not wait for bubblewrap to start (~8 ms) before its first request."""
+        box = self._sandbox
+        if box is None or self._sandbox_said:
+            return
+        if box.decided:
+            self._tell_sandbox(box, tell)
+        else:
+            box.when_decided(lambda: self._tell_sandbox(box, tell))
+
+    def _tell_sandbox(self, box: Sandbox, tell: Callable[[str, str], None]) -> None:
+        problem = box.unavailable()
         if problem is not None and not self._sandbox_said:
             self._sandbox_said = True
             tell(problem, "warning")

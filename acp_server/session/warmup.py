@@ -10,7 +10,9 @@ a connection attempt cut off when the editor closes the agent leaves a warning o
 Each step runs in its own pass of the event loop, on the loop itself: a thread would hold the
 GIL just as long, and a request that arrives meanwhile waits for at most one step. A step that
 fails is logged (a warning: not on stderr by default) and left to the first prompt, which
-does the same work itself and tells the user what failed.
+does the same work itself and tells the user what failed. Last, when no prompt came meanwhile,
+a thread starts bubblewrap once to see whether it works here (`sandbox.start_probe`): it waits
+for the process, holding nothing, but beside a prompt's work it would slow it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ async def prepare_first_turn(session: Session) -> None:
         await asyncio.sleep(0)
         if isinstance(session.backend, Preparable):
             session.backend.prepare()
+        await asyncio.sleep(0)
+        session.probe_sandbox()
     except Exception:
         # Not an error for the user: the first prompt does the same work and reports a failure.
         log.warning("could not prepare the first turn of %s ahead", session.id, exc_info=True)

@@ -21,7 +21,6 @@ of the project, use up the machine, or print the project's secrets into its outp
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -29,6 +28,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -102,11 +103,37 @@ def policy_for(level: Level, roots: tuple[Path, ...], key_store: Path | None) ->
     return Policy(level, writable, tuple(inside), tmp)
 
 
-@functools.cache
 def mechanism() -> Mechanism | None:
     """The way this machine can confine a command: bubblewrap, Landlock, sandbox-exec, or
     None. Checked once per process (bubblewrap by really starting it: a kernel without user
-    namespaces refuses it)."""
+    namespaces refuses it, ~8 ms); a caller while `start_probe`'s thread checks waits for its
+    answer."""
+    with _FOUND_LOCK:
+        if not _FOUND:
+            _FOUND.append(_find())
+        return _FOUND[0]
+
+
+def start_probe() -> None:
+    """Check `mechanism()` in a thread of its own, once: started when a session opens, so
+    that its first turn, which tells the user when commands cannot be confined, finds the
+    answer there instead of waiting for bubblewrap to start (a prompt sent at once after
+    `session/new` waited ~8 ms). The thread spends that time waiting for bubblewrap to
+    exit, not holding the interpreter."""
+    global _PROBE
+    with _PROBE_LOCK:
+        if _PROBE is None and not _FOUND:
+            _PROBE = threading.Thread(target=mechanism, name="sandbox-probe", daemon=True)
+            _PROBE.start()
+
+
+_FOUND: list[Mechanism | None] = []  # the answer, once known
+_FOUND_LOCK = threading.Lock()
+_PROBE: threading.Thread | None = None
+_PROBE_LOCK = threading.Lock()
+
+
+def _find() -> Mechanism | None:
     bwrap = shutil.which("bwrap")
     if bwrap and _bwrap_works(bwrap):
         return "bubblewrap"
@@ -226,10 +253,27 @@ class Sandbox:
         self.level = level
         self._roots = roots
         self._policy: Policy | None = None
+        self._on_decided: Callable[[], None] | None = None
 
     @property
     def how(self) -> Mechanism | None:
-        return forced_mechanism() if self.level != "off" else None
+        if self.level == "off":
+            return None
+        how = forced_mechanism()
+        if self._on_decided is not None:  # the first command: the machine's answer is known
+            callback, self._on_decided = self._on_decided, None
+            callback()
+        return how
+
+    @property
+    def decided(self) -> bool:
+        """Whether `how` is known without asking the machine now (`start_probe`)."""
+        return self.level == "off" or bool(_FOUND) or _named_mechanism() is not None
+
+    def when_decided(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once `how` is first worked out (a command is about to run);
+        a later call replaces an earlier one not yet called."""
+        self._on_decided = callback
 
     @property
     def active(self) -> bool:
@@ -267,9 +311,12 @@ MECHANISM_ENV = "ACP_SERVER_SANDBOX_WITH"
 def forced_mechanism() -> Mechanism | None:
     """`mechanism()`, unless ACP_SERVER_SANDBOX_WITH names one (bubblewrap, landlock) or none
     (`none`): to use Landlock where bubblewrap is installed, or to try the fallback."""
-    named = os.environ.get(MECHANISM_ENV, "").strip().lower()
-    if named == "none":
-        return None
-    if named in ("bubblewrap", "landlock", "seatbelt"):
-        return named  # type: ignore[return-value]
+    named = _named_mechanism()
+    if named is not None:
+        return None if named == "none" else named  # type: ignore[return-value]
     return mechanism()
+
+
+def _named_mechanism() -> str | None:
+    named = os.environ.get(MECHANISM_ENV, "").strip().lower()
+    return named if named in ("none", "bubblewrap", "landlock", "seatbelt") else None

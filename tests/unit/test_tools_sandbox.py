@@ -172,3 +172,54 @@ def test_landlock_grants_everything_but_the_hidden_paths(tmp_path: Path) -> None
     )
     assert str(tmp_path / "home" / "back") not in grants
     assert "/usr" in grants
+
+
+def test_the_probe_in_the_background_and_a_caller_meanwhile_get_one_answer() -> None:
+    """`start_probe` checks in a thread; a caller that asks meanwhile waits for that answer
+    rather than starting bubblewrap again, and a second start starts nothing."""
+    found, probe = list(sandbox._FOUND), sandbox._PROBE
+    sandbox._FOUND.clear()
+    sandbox._PROBE = None
+    try:
+        sandbox.start_probe()
+        thread = sandbox._PROBE
+        assert thread is not None and thread.name == "sandbox-probe"
+        answers: list[Mechanism | None] = []
+        askers = [threading.Thread(target=lambda: answers.append(sandbox.mechanism()))
+                  for _ in range(2)]  # fmt: skip
+        for asker in askers:
+            asker.start()
+        for asker in askers:
+            asker.join(10)
+        thread.join(10)
+        sandbox.start_probe()
+        assert sandbox._PROBE is thread  # once per process
+        assert len(sandbox._FOUND) == 1
+        assert answers == [sandbox._FOUND[0]] * 2 == [sandbox._find()] * 2
+    finally:
+        sandbox._FOUND[:] = found
+        sandbox._PROBE = probe
+
+
+def test_a_sandbox_not_yet_decided_calls_back_at_its_first_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Before the machine's answer is known, the session's notice waits for the first command
+    (`when_decided`: the latest callback, once), instead of starting bubblewrap at a turn's
+    start."""
+    monkeypatch.delenv(sandbox.MECHANISM_ENV, raising=False)
+    found = list(sandbox._FOUND)
+    sandbox._FOUND.clear()
+    try:
+        box = sandbox.Sandbox("workspace-write", (tmp_path,))
+        assert not box.decided
+        called: list[object] = []
+        box.when_decided(lambda: called.append("replaced"))
+        box.when_decided(lambda: called.append(("latest", box.unavailable())))
+        how = box.how
+        assert box.decided and called == [("latest", sandbox.describe("workspace-write", None)
+                                           if how is None else None)]  # fmt: skip
+        assert box.how == how and len(called) == 1
+        assert sandbox.Sandbox("off", (tmp_path,)).decided
+    finally:
+        sandbox._FOUND[:] = found
