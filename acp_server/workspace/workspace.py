@@ -57,6 +57,7 @@ class Workspace:
         self.repo = self.root if instructions.has_git(self.root) else None
         self._reader = instructions.Reader()
         self._nested: list[Path] = []  # folders worked in, below the cwd or beside it
+        self._paths_seen: set[str] = set()  # path arguments already looked at (`_folders_of`)
         self._told: set[Path] = set()
         self._probe: asyncio.Task[environment.GitState] | None = None
         self._git: environment.GitState | None = None
@@ -133,9 +134,17 @@ class Workspace:
         return any(folder.is_relative_to(r) for r in self._bases())
 
     def _folders_of(self, call: ToolCall) -> Iterator[Path]:
+        """The folders of the call's path arguments not seen before (a path given again, as a
+        turn of reads and edits does, is not resolved again: that was most of a round's own
+        time)."""
         for key in PATH_ARGUMENTS:
             value = call.arguments.get(key)
             if isinstance(value, str) and value and "\0" not in value:
+                if value in self._paths_seen:
+                    continue
+                if len(self._paths_seen) >= 4096:
+                    self._paths_seen.clear()
+                self._paths_seen.add(value)
                 path = Path(value).expanduser()
                 path = path if path.is_absolute() else self.cwd / path
                 with contextlib.suppress(OSError, RuntimeError):
