@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import shutil
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +37,8 @@ def _find(setting: str, search_path: str) -> str | None:
         return None
     if setting:
         return setting
+    import shutil  # here: with bz2 and lzma it costs ~2 ms
+
     return _packaged() or shutil.which("rg", path=search_path)
 
 

@@ -24,10 +24,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,6 +95,8 @@ def policy_for(level: Level, roots: tuple[Path, ...], key_store: Path | None) ->
     hidden = [home / name for name in SECRET_DIRS if (home / name).exists()]
     if key_store is not None and key_store.exists():
         hidden.append(key_store)
+    import tempfile  # here, like shutil: with bz2, lzma and random they cost a session ~3 ms
+
     tmp = Path(tempfile.mkdtemp(prefix="acp-sandbox-"))
     writable = () if level == "read-only" else tuple(roots)
     inside = [h for h in hidden if not any(h == r or r in h.parents for r in writable)]
@@ -134,6 +134,8 @@ _PROBE_LOCK = threading.Lock()
 
 
 def _find() -> Mechanism | None:
+    import shutil
+
     bwrap = shutil.which("bwrap")
     if bwrap and _bwrap_works(bwrap):
         return "bubblewrap"
@@ -175,6 +177,8 @@ def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
 
 
 def _bwrap(policy: Policy) -> list[str]:
+    import shutil
+
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for root in policy.writable:
@@ -229,6 +233,8 @@ def blocked_note(output: str, ok: bool, policy: Policy) -> str | None:
 
 def cleanup(policy: Policy) -> None:
     """Remove the private temp dir (at session close)."""
+    import shutil
+
     shutil.rmtree(policy.tmp, ignore_errors=True)
 
 

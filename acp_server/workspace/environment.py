@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import os
 import re
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -59,6 +58,8 @@ def parse_status(output: str) -> GitState:
 
 async def git_state(cwd: Path, timeout: float = GIT_TIMEOUT) -> GitState:
     """Ask git about `cwd` (a repository: the caller checked), within `timeout` seconds."""
+    import shutil  # here: with bz2 and lzma it costs a session build ~2 ms
+
     git = shutil.which("git")
     if git is None:
         return GitState(problem="git is not installed")
