@@ -42,7 +42,9 @@ TIMEOUT = 150  # seconds for any one benchmark
 BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("startup.py", ["--runs", "10"], ["--runs", "3"]),
     ("first_prompt.py", ["--runs", "10"], ["--runs", "3"]),
-    ("relay.py", ["--runs", "10", "--sizes", "2000"], ["--runs", "3", "--sizes", "2000"]),
+    # 30: the server's CPU is counted in 10 ms ticks; over 10 runs its per-delta figure moved
+    # by 3 us from one run_all to the next (against a 25 us target), over 30 by under 1.
+    ("relay.py", ["--runs", "30", "--sizes", "2000"], ["--runs", "3", "--sizes", "2000"]),
     ("loop.py", [], ["--rounds", "50"]),
     ("fit.py", ["--runs", "10"], ["--runs", "3"]),
     ("load.py", ["--messages", "2000", "--runs", "10"], ["--messages", "500", "--runs", "5"]),
