@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acp_server.context.tokens import Estimator
+from acp_server.context.tokens import ByIdentity, Estimator
 from acp_server.messages import ToolSpec
 
 SMALL_WINDOW = 8192
@@ -81,25 +81,18 @@ def shorten(spec: ToolSpec, left_out: Sequence[str] = ()) -> ToolSpec:
     session, and the estimator then measures each shortened tool once."""
     drop = tuple(sorted({p for tool, names in COMPANIONS.get(spec.name, {}).items()
                          if tool in left_out for p in names}))  # fmt: skip
-    key = (id(spec), drop)
-    cached = _SHORT.get(key)
-    if cached is not None and cached[0] is spec:
-        return cached[1]
-    parameters = _brief(spec.parameters)
-    if drop and isinstance(parameters.get("properties"), dict):
-        kept = {k: v for k, v in parameters["properties"].items() if k not in drop}
-        parameters = {**parameters, "properties": kept}
-    short = ToolSpec(spec.name, first_sentence(spec.description), parameters)
-    if len(_SHORT) >= _SHORT_MOST:
-        _SHORT.clear()
-    _SHORT[key] = (spec, short)  # the spec is kept: its id names no other object meanwhile
-    return short
+
+    def make() -> ToolSpec:
+        parameters = _brief(spec.parameters)
+        if drop and isinstance(parameters.get("properties"), dict):
+            kept = {k: v for k, v in parameters["properties"].items() if k not in drop}
+            parameters = {**parameters, "properties": kept}
+        return ToolSpec(spec.name, first_sentence(spec.description), parameters)
+
+    return _SHORT.get(spec, drop, make)
 
 
-# (id of a spec, the parameters dropped) -> (that spec, its shortened form). Specs are frozen;
-# their parameters are never changed in place (the tools' schemas are constants).
-_SHORT: dict[tuple[int, tuple[str, ...]], tuple[ToolSpec, ToolSpec]] = {}
-_SHORT_MOST = 512
+_SHORT: ByIdentity[ToolSpec, ToolSpec] = ByIdentity(512)  # by spec and the parameters dropped
 
 
 def _brief(schema: Any) -> Any:

@@ -36,10 +36,14 @@ import json
 import math
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
+from typing import Generic, TypeVar
 
 from acp_server.messages import Message, TextPart, ToolSpec
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 CHARS_PER_TOKEN = 3.5
 IMAGE_TOKENS = 1000
@@ -178,18 +182,35 @@ class Estimator:
         self.overhead = max(math.ceil(max(my - self.factor * mx, newest)), 0)
 
 
+class ByIdentity(Generic[K, V]):
+    """Values worked out once per object (and `key`): for tool specs, which are frozen and
+    whose schemas are constants, measured or shortened for every profile a session tries.
+    Each object is held with its value, so that its id names no other meanwhile; past `most`
+    entries the cache starts afresh."""
+
+    def __init__(self, most: int) -> None:
+        self._most = most
+        self._values: dict[tuple[int, Hashable], tuple[K, V]] = {}
+
+    def get(self, obj: K, key: Hashable, make: Callable[[], V]) -> V:
+        cached = self._values.get((id(obj), key))
+        if cached is not None and cached[0] is obj:
+            return cached[1]
+        value = make()
+        if len(self._values) >= self._most:
+            self._values.clear()
+        self._values[(id(obj), key)] = (obj, value)
+        return value
+
+
 def _spec_chars(spec: ToolSpec) -> int:
-    """The characters of a tool as offered, measured once per spec object: the tools are
-    measured for every profile a session tries, and their schemas are constants."""
-    cached = _SPEC_CHARS.get(id(spec))
-    if cached is not None and cached[0] is spec:
-        return cached[1]
-    chars = len(spec.name) + text_size(spec.description)
-    chars += text_size(json.dumps(spec.parameters, ensure_ascii=False))
-    if len(_SPEC_CHARS) >= 1024:
-        _SPEC_CHARS.clear()
-    _SPEC_CHARS[id(spec)] = (spec, chars)  # the spec is kept: its id names no other meanwhile
-    return chars
+    """The characters of a tool as offered (once per spec object)."""
+
+    def measure() -> int:
+        chars = len(spec.name) + text_size(spec.description)
+        return chars + text_size(json.dumps(spec.parameters, ensure_ascii=False))
+
+    return _SPEC_CHARS.get(spec, None, measure)
 
 
-_SPEC_CHARS: dict[int, tuple[ToolSpec, int]] = {}
+_SPEC_CHARS: ByIdentity[ToolSpec, int] = ByIdentity(1024)
