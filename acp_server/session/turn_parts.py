@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 D = TypeVar("D", bound="Delegate")
 log = logging.getLogger(__name__)
 
-# What the meter of a loaded session imports, one module a pass of the event loop: the last
-# bytes of a long replay leave between them instead of waiting for all (~45 ms).
+# What the meter of a loaded session imports (`import_in_steps`): the last bytes of a long
+# replay leave between them instead of waiting for all (~45 ms).
 METER_MODULES = (
     "acp_server.agent.turn_context",
     "acp_server.tools.toolbox",
@@ -48,6 +48,15 @@ METER_MODULES = (
     "acp_server.tools.web",
     "acp_server.tools.task",
 )
+
+
+async def import_in_steps(names: Iterable[str]) -> None:
+    """Import `names`, one a pass of the event loop: what waits meanwhile (a request, the
+    rest of a long reply being written) waits for one module at most. The meter below and
+    the first turn's warm-up (`warmup`) import this way."""
+    for name in names:
+        await asyncio.sleep(0)
+        importlib.import_module(name)
 
 
 class TurnParts:
@@ -178,9 +187,7 @@ class TurnParts:
         self, model: SessionModel, history: History, send: Emit, idle: Callable[[], bool]
     ) -> None:
         try:
-            for name in METER_MODULES:
-                await asyncio.sleep(0)
-                importlib.import_module(name)
+            await import_in_steps(METER_MODULES)
             context = self.budget(model)
             context.look_up(model.backend)
             await context.settle(wait=True)

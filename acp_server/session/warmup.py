@@ -18,7 +18,6 @@ for the process, holding nothing, but beside a prompt's work it would slow it.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -40,11 +39,10 @@ FIRST_TURN_MODULES = (
 async def prepare_first_turn(session: Session) -> None:
     """Import the turn's modules, then make the session's tools and build its backend."""
     from acp_server.backends import Preparable
+    from acp_server.session.turn_parts import import_in_steps
 
     try:
-        for name in FIRST_TURN_MODULES:
-            await asyncio.sleep(0)
-            importlib.import_module(name)
+        await import_in_steps(FIRST_TURN_MODULES)
         await asyncio.sleep(0)
         session.warm()
         await asyncio.sleep(0)
