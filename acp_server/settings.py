@@ -41,7 +41,7 @@ MIN_CONTEXT_WINDOW = 512
 
 
 SANDBOX_ENV = "ACP_SERVER_SANDBOX"
-# The same names as tools.sandbox.LEVELS (this module sits below the tools).
+# The same names as confine.sandbox.LEVELS (this module sits below the tools).
 SANDBOX_LEVELS = ("off", "read-only", "workspace-write", "workspace-net")
 
 
@@ -79,7 +79,7 @@ class Settings:
     fetch: FetchSettings = field(default_factory=FetchSettings)
     # `--config FILE`: the user's own instructions file (AGENTS.md) is looked for beside it.
     config_option: str | None = None
-    # The sandbox level of commands (tools.sandbox.LEVELS); None: the file's, else the default.
+    # The sandbox level of commands (confine.sandbox.LEVELS); None: the file's, else the default.
     sandbox: str | None = None
 
     @classmethod

@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common import emit
 
-from acp_server.tools import sandbox
-from acp_server.tools.landlock_exec import abi
+from acp_server.confine import sandbox
+from acp_server.confine.landlock_exec import abi
 
 TARGET_MS = 15.0
 COMMAND = ["/bin/sh", "-c", "true"]

@@ -112,8 +112,8 @@ def _this_script(argv0: str, python: str) -> str | None:
 
 
 def sandbox_check(level: str | None, env: Mapping[str, str]) -> Check:
-    """Which sandbox keeps the commands the model runs, and why (`tools.sandbox`)."""
-    from acp_server.tools.sandbox import DEFAULT_LEVEL, describe, forced_mechanism, parse_level
+    """Which sandbox keeps the commands the model runs, and why (`confine.sandbox`)."""
+    from acp_server.confine.sandbox import DEFAULT_LEVEL, describe, forced_mechanism, parse_level
 
     source = "ACP_SERVER_SANDBOX" if env.get("ACP_SERVER_SANDBOX") else "the configuration file"
     chosen = env.get("ACP_SERVER_SANDBOX") or level

@@ -43,7 +43,7 @@ from acp_server.tools.task import NAME, Job, answer_text
 
 if TYPE_CHECKING:
     from acp_server.agent.loop import StopReason, ToolRunner, Turn
-    from acp_server.tools.sandbox import Sandbox
+    from acp_server.confine.sandbox import Sandbox
     from acp_server.tools.toolbox import Toolbox
 
 log = logging.getLogger(__name__)

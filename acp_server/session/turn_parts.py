@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from acp_server.agent.loop import ToolRunner
     from acp_server.agent.spending import Spending
     from acp_server.agent.turn_context import SessionContext, TurnContext
-    from acp_server.tools.sandbox import Sandbox
+    from acp_server.confine.sandbox import Sandbox
     from acp_server.tools.task import Delegate
 
 D = TypeVar("D", bound="Delegate")
@@ -110,7 +110,7 @@ class TurnParts:
         if self._tools is None or self._mcp is not None:  # MCP tools: as they are now
             # Imported at the first turn: `session/new` does not need the tools (~20 ms).
             from acp_server.tools.defaults import default_tools
-            from acp_server.tools.sandbox import DEFAULT_LEVEL, Sandbox, parse_level
+            from acp_server.confine.sandbox import DEFAULT_LEVEL, Sandbox, parse_level
             from acp_server.tools.task import task_tool
             from acp_server.tools.toolbox import Toolbox
 
@@ -202,7 +202,7 @@ class TurnParts:
 
     def probe_sandbox(self) -> None:
         """Have the way commands are confined found in the background (`start_probe`)."""
-        from acp_server.tools import sandbox
+        from acp_server.confine import sandbox
 
         if (self._settings.sandbox or sandbox.DEFAULT_LEVEL).strip().lower() != "off":
             sandbox.start_probe()

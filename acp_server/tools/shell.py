@@ -40,7 +40,7 @@ from acp_server.tools.base import (
 )
 from acp_server.tools.jobs import Job
 from acp_server.tools.procgroup import ProcessResult, run_in_group
-from acp_server.tools.sandbox import Sandbox
+from acp_server.confine.sandbox import Sandbox
 from acp_server.updates import tool_call_update
 
 SHELL = "/bin/sh"

@@ -32,7 +32,7 @@ from acp_server.tools.base import (
     settle,
 )
 from acp_server.tools.jobs import Jobs
-from acp_server.tools.sandbox import Sandbox
+from acp_server.confine.sandbox import Sandbox
 from acp_server.tools.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import pytest
 
 from tests.e2e.test_tools_e2e import call, final_updates, open_session, run_prompt, tool_calls
 from tests.support.fake_editor import FakeEditor
-from tests.unit.test_tools_sandbox import available
+from tests.unit.test_confine_sandbox import available
 
 Start = Callable[..., Any]
 REQUIRED = os.environ.get("ACP_REQUIRE_SANDBOX") == "1"

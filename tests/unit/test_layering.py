@@ -33,6 +33,9 @@ LAYERS: Layers = [
     ("configuration file", ["config"]),
     ("store", ["store"]),
     ("tools and backends", ["tools", "backends", "permissions", "editor_api", "thought"]),
+    # The sandbox every process started in a project runs in: the tools' commands and the
+    # workspace's own git both use it.
+    ("confinement", ["confine"]),
     # Pure arithmetic over the neutral messages: the agent's budget and compaction.
     ("context", ["context"]),
     (

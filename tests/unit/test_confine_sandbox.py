@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.tools import sandbox
-from acp_server.tools.landlock_exec import abi, readable
-from acp_server.tools.sandbox import Level, Mechanism, Policy
+from acp_server.confine import sandbox
+from acp_server.confine.landlock_exec import abi, readable
+from acp_server.confine.sandbox import Level, Mechanism, Policy
 
 REQUIRED = os.environ.get("ACP_REQUIRE_SANDBOX") == "1"
 

@@ -140,7 +140,7 @@ def _find() -> Mechanism | None:
     if bwrap and _bwrap_works(bwrap):
         return "bubblewrap"
     if sys.platform.startswith("linux"):
-        from acp_server.tools.landlock_exec import abi
+        from acp_server.confine.landlock_exec import abi
 
         if abi() >= 1:
             return "landlock"
