@@ -9,7 +9,10 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from tests.support.unprivileged import User
 
 Frame = dict[str, Any]
 
@@ -65,16 +68,23 @@ class RawServer:
         *args: str,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
+        as_user: User | None = None,
     ) -> RawServer:
+        """The console script, or with `as_user` the package run by that ordinary user (whose
+        environment is `env` as given: see `User.env`)."""
+        argv = [console_script(), *args] if as_user is None else as_user.argv(*args)
+        who: dict[str, Any] = {}
+        if as_user is not None:
+            who = {"user": as_user.uid, "group": as_user.gid, "extra_groups": []}
         proc = await asyncio.create_subprocess_exec(
-            console_script(),
-            *args,
+            *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, **(env or {})},
+            env=dict(env or {}) if as_user is not None else {**os.environ, **(env or {})},
             cwd=cwd,
             limit=128 * 1024 * 1024,
+            **who,
         )
         return cls(proc, observer)
 
