@@ -65,9 +65,7 @@ class User:
 
     def env(self, home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The server's environment as this user: its own HOME, data, state and config."""
-        base = {
-            k: v for k, v in os.environ.items() if not k.startswith(("PYENV", "VIRTUAL_ENV"))
-        }
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("PYENV", "VIRTUAL_ENV"))}
         return {
             **base,
             "HOME": str(home),
