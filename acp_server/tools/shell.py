@@ -76,7 +76,16 @@ async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     timeout = _timeout(args.get("timeout_seconds"))
     box = _sandbox(args, ctx)
     reason = str(args.get("reason") or "(no reason given)") if args.get("outside_sandbox") else None
-    await ctx.permit(Permit(command=command, cwd=cwd, sandboxed=box is not None, reason=reason))
+    escalation = box is None and ctx.sandbox.active  # asked to leave a sandbox in force
+    await ctx.permit(
+        Permit(
+            command=command,
+            cwd=cwd,
+            sandboxed=box is not None,
+            reason=reason,
+            escalation=escalation,
+        )
+    )
     if not cwd.is_dir():
         problem = "is not a directory" if cwd.exists() else "does not exist"
         raise ToolFailure(f"Cannot run the command: the directory {cwd} {problem}.")

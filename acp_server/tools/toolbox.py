@@ -36,6 +36,11 @@ from acp_server.tools.jobs import Jobs
 from acp_server.tools.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)
+ONCE_ONLY = (
+    "This can only be allowed once: a command outside the sandbox is asked about every time, "
+    "since commands in the sandbox run without asking and could change what this one runs "
+    "(a Makefile, package.json scripts, test configuration)."
+)
 
 
 class Toolbox:
@@ -230,6 +235,8 @@ def _command_preview(request: Permit) -> dict[str, Any]:
         text = fence(request.command, "sh") + where
         if request.reason is not None:
             text += f"\n\nOutside the sandbox, because: {request.reason}"
+        if request.escalation:
+            text += f"\n\n{ONCE_ONLY}"
     else:
         text = "\n".join(str(p) for p in request.paths) or "(no details)"
     return updates.text_content(text)
