@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from acp_server import schemas, updates
+from acp_server import redaction, schemas, updates
 from acp_server.confine.sandbox import Sandbox
 from acp_server.context.profile import ToolRoom
 from acp_server.editor_api import ClientRequestFailed, EditorApi
@@ -104,9 +105,12 @@ class Toolbox:
     def announce(self, call: ToolCall) -> updates.Update:
         tool = self.find(call.name)
         if tool is None:
-            return updates.tool_call(call.id, call.name, name=call.name, raw_input=call.arguments)
+            unknown = updates.tool_call(
+                call.id, call.name, name=call.name, raw_input=call.arguments
+            )
+            return redaction.hide_keys_in(unknown)
         shown = tool.present(call.arguments, self._context(call, lambda _: None))
-        return updates.tool_call(
+        announced = updates.tool_call(
             call.id,
             shown.title,
             name=tool.name,
@@ -114,9 +118,21 @@ class Toolbox:
             raw_input=call.arguments,
             locations=shown.locations,
         )
+        return redaction.hide_keys_in(announced)
 
     async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
-        """Validate, gate and run one call; failures come back as results."""
+        """Validate, gate and run one call; failures come back as results. The agent's known
+        keys are hidden in all it shows and returns (a command may print one), here, once for
+        every tool, before the model, the editor or the store sees them."""
+        outcome = await self._run(call, lambda update: emit(redaction.hide_keys_in(update)))
+        return replace(
+            outcome,
+            text=redaction.hide_keys(outcome.text),
+            content=redaction.hide_keys_in(outcome.content),
+            raw_output=redaction.hide_keys_in(outcome.raw_output),
+        )
+
+    async def _run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
         tool = self.find(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
@@ -196,7 +212,7 @@ class Toolbox:
             content=request.preview or [_command_preview(request)],
             locations=shown.locations or None,
         )
-        outcome = await self.client.request_permission(tool_call, options)
+        outcome = await self.client.request_permission(redaction.hide_keys_in(tool_call), options)
         if outcome.get("outcome") == "cancelled":
             raise CancelledByUser
         chosen = outcome.get("optionId") if outcome.get("outcome") == "selected" else None
