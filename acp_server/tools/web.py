@@ -106,33 +106,34 @@ async def fetch(url: str, ctx: ToolContext, allow_private: bool, resolve: Resolv
 async def _get(
     client: httpx.AsyncClient, url: str, allow_private: bool, resolve: Resolve
 ) -> AsyncIterator[httpx.Response]:
-    """GET `url` from an address its host was checked to have: the request goes to that
-    address, with the name in the Host header and, for https, in the TLS handshake (SNI) and
-    the certificate check. The next address is tried when one refuses the connection."""
+    """GET `url` from an address its host was checked to have (see `_send`)."""
     target = httpx.URL(url)
     name = target.raw_host.decode("ascii")
     port = target.port or (443 if target.scheme == "https" else 80)
-    found = await addresses(name, port, allow_private, resolve)
+    response = await _send(client, target, await addresses(name, port, allow_private, resolve))
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
+async def _send(client: httpx.AsyncClient, target: httpx.URL, found: list[str]) -> httpx.Response:
+    """The request goes to one of the `found` addresses, the next one being tried when one
+    refuses the connection, with the name in the Host header and, for https, in the TLS
+    handshake (SNI) and the certificate check."""
     headers = {**HEADERS, "Host": target.netloc.decode("ascii")}
-    for number, address in enumerate(found, 1):
-        request = client.build_request(
-            "GET",
-            target.copy_with(host=address),
-            headers=headers,
-            timeout=CONNECT_SECONDS,
-            extensions={"sni_hostname": name},
+    sni = {"sni_hostname": target.raw_host.decode("ascii")}
+
+    def request(address: str) -> httpx.Request:
+        to = target.copy_with(host=address)
+        return client.build_request(
+            "GET", to, headers=headers, timeout=CONNECT_SECONDS, extensions=sni
         )
-        try:
-            response = await client.send(request, stream=True)
-        except httpx.ConnectError:
-            if number == len(found):
-                raise
-            continue
-        try:
-            yield response
-        finally:
-            await response.aclose()
-        return
+
+    for address in found[:-1]:
+        with contextlib.suppress(httpx.ConnectError):
+            return await client.send(request(address), stream=True)
+    return await client.send(request(found[-1]), stream=True)
 
 
 async def _page(response: httpx.Response, url: str, hops: list[str]) -> Page:
