@@ -106,7 +106,8 @@ def neutral(names: Sequence[str]) -> list[str]:
         if subsection and key.lower() in off:
             if "=" in name or "\n" in name:
                 raise ValueError(f"the repository has a setting git's -c cannot override: {name}")
-            values[name] = off[key.lower()]
+            for each, value in off.items():  # the whole driver: a filter's `required` too
+                values[f"{section}.{subsection}.{each}"] = value
     args: list[str] = []
     for name, value in values.items():
         args += ["-c", f"{name}={value}"]

@@ -41,7 +41,8 @@ def protected(roots: tuple[Path, ...]) -> list[Path]:
                 keep(entry)
                 for target in _pointed_to(entry):
                     keep(target)
-    return found
+    # One bind covers what lies below it (a worktree's folder inside the main `.git`).
+    return [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
 
 
 def _pointed_to(pointer: Path) -> list[Path]:
