@@ -89,6 +89,7 @@ def environment(env: dict[str, str] | None = None) -> dict[str, str]:
         "LC_ALL": "C",
         "GIT_OPTIONAL_LOCKS": "0",  # never take the index lock from the user's own git
         "GIT_TERMINAL_PROMPT": "0",
+        "GIT_NO_LAZY_FETCH": "1",  # a partial clone's missing object is not fetched
         "GIT_PAGER": "cat",
         "PAGER": "cat",
     }

@@ -174,6 +174,7 @@ def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
             "writable": [str(p) for p in (*policy.writable, policy.tmp)] + ["/dev"],
             "hidden": [str(p) for p in policy.hidden],
             "network": policy.network,
+            "read_only": [str(p) for p in vcs_guard.protected(policy.writable)],
         }
         return [sys.executable, "-I", "-S", str(_LANDLOCK), json.dumps(rules), "--", *argv]
     return ["/usr/bin/sandbox-exec", "-p", _seatbelt(policy), *argv]

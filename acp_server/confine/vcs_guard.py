@@ -8,11 +8,15 @@ that lies in a writable root too) is bound read-only again above the root's writ
 command that must commit, fetch or change the repository's settings fails with a read-only
 error and asks to run outside the sandbox.
 
-bubblewrap and sandbox-exec can express this; Landlock cannot (see docs/tools.md): its rules
-only ever add rights, and a right granted on a root holds in every folder below it, `.git`
-included, while creating and writing a new file at the top of the project needs those very
-rights on the root. There the agent's own git (`own_git`) is what keeps a repository from
-running anything through it.
+bubblewrap and sandbox-exec express this directly. Landlock cannot: its rules only ever add
+rights, a right granted on a root holds in every folder below it, `.git` included, and creating
+and writing a new file at the top of the project needs exactly those rights on the root
+(MAKE_REG, WRITE_FILE, REMOVE_FILE for a rename over a file: all `git config` needs to replace
+`.git/config`). So the Landlock launcher first binds the control folders read-only in a mount
+namespace of its own (`landlock_exec.read_only_binds`; a user namespace too when not root), then
+applies Landlock, which forbids unmounting them. Where the kernel refuses such a namespace (a
+container without the right, user namespaces turned off) the folders stay writable there, and
+the agent's own git (`own_git`) is what keeps a repository from running anything through it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A repository makes the agent run nothing through its own git (issue 29, finding 1), over the
 real pipes, under bubblewrap and Landlock, as root and as an ordinary user the test makes.
 
-(a) A sandboxed command (no prompt) tries `git config core.fsmonitor ./hook.sh`: bubblewrap
-refuses it (`.git` is read-only in the project; Landlock cannot express that, see
-confine/vcs_guard.py), and under both the hook never runs at the later turns' git status.
+(a) A sandboxed command (no prompt) tries `git config core.fsmonitor ./hook.sh`: it is refused
+(`.git` is read-only in the project: bubblewrap, and Landlock's launcher where the kernel gives
+it a mount namespace, see confine/vcs_guard.py), and the hook never runs at the later turns'
+git status even where the setting could be written.
 (b) An untrusted checkout with `core.fsmonitor`, a `.gitattributes` filter whose clean, smudge
 and process programs are set, a textconv, a pager, an external diff, an ssh command, a
 credential helper and every git hook: `session/new` and three prompts run none of them, while
@@ -31,6 +32,7 @@ from tests.support.fake_editor import FakeEditor
 from tests.support.mock_llm import MockLLM
 from tests.support.mock_llm.view import conversation
 from tests.support.unprivileged import User, unprivileged
+from tests.unit.test_confine_own_git import read_only_binds_work
 from tests.unit.test_confine_sandbox import available
 
 Start = Callable[..., Any]
@@ -204,7 +206,9 @@ async def test_a_sandboxed_command_cannot_plant_an_fsmonitor_the_agent_runs(
     assert editor.permission_requests == []  # both ran in the sandbox, without a prompt
     outcome = results(frames)
     assert outcome[hook][0] == "completed", outcome[hook]
-    if how == "bubblewrap":  # .git is read-only in the project
+    # .git is read-only in the project (under Landlock where the kernel lets the launcher
+    # have a mount namespace: vcs_guard.py)
+    if how == "bubblewrap" or read_only_binds_work(place.project, place.user):
         status, text = outcome[plant]
         assert status == "failed", text
         assert "blocked by the sandbox" in text and "version-control folders" in text, text

@@ -1,20 +1,23 @@
 """The agent's own git (confine/own_git.py) and the read-only version-control folders
 (confine/vcs_guard.py): a repository's settings name no program git starts, even without a
-sandbox; the environment carries no keys; under bubblewrap a command in the project cannot
-change `.git` (nor a worktree's git folder), while files at the project's top are still made."""
+sandbox; the environment carries no keys; in the sandbox a command in the project cannot
+change `.git` (bubblewrap, and the Landlock launcher's mount namespace), while files at the
+project's top are still made."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from acp_server.confine import own_git, vcs_guard
-from acp_server.confine.sandbox import policy_for, wrap
+from acp_server.confine.sandbox import Mechanism, policy_for, wrap
 from acp_server.workspace.environment import git_state
 from tests.unit.test_confine_sandbox import available
 
@@ -113,12 +116,32 @@ def test_the_control_folders_found_in_a_root(tmp_path: Path) -> None:
     assert vcs_guard.protected((other / "wt",)) == [other / "wt" / ".git"]
 
 
+def read_only_binds_work(folder: Path, user: Any = None) -> bool:
+    """Whether the Landlock launcher can bind a folder read-only here (as `user`: a User of
+    tests/support/unprivileged.py), in a process of its own: it changes that process's
+    namespaces."""
+    code = "import sys; from acp_server.confine.landlock_exec import read_only_binds as r; "
+    code += "sys.exit(0 if r([sys.argv[1]]) else 3)"
+    who: dict[str, Any] = {}
+    python, env = sys.executable, None
+    if user is not None:
+        who = {"user": user.uid, "group": user.gid, "extra_groups": []}
+        python, env = user.python, {"PATH": os.defpath, "PYTHONPATH": user.path}
+    done = subprocess.run(
+        [python, "-c", code, str(folder)], env=env, capture_output=True, timeout=30, **who
+    )
+    return done.returncode == 0
+
+
 @needs_git
-def test_under_bubblewrap_a_command_cannot_change_git_but_still_makes_files(
-    tmp_path: Path,
+@pytest.mark.parametrize("how", ["bubblewrap", "landlock"])
+def test_in_the_sandbox_a_command_cannot_change_git_but_still_makes_files(
+    tmp_path: Path, how: Mechanism
 ) -> None:
-    if not available("bubblewrap"):
-        pytest.skip("bubblewrap is not available on this machine")
+    if not available(how):
+        pytest.skip(f"{how} is not available on this machine")
+    if how == "landlock" and not read_only_binds_work(tmp_path):
+        pytest.skip("this kernel refuses the launcher a mount namespace: .git stays writable")
     project = tmp_path / "project"
     project.mkdir()
     git(project, "init", "-q")
@@ -132,10 +155,12 @@ def test_under_bubblewrap_a_command_cannot_change_git_but_still_makes_files(
         "mv .git gone",
         "ln -sf ../evil.cfg .git/config",
     ]
+    if how == "landlock" or os.geteuid() != 0:  # bubblewrap as root: item 3's capability drop
+        attacks.append("umount -l .git")
     before = (project / ".git" / "config").read_text(encoding="utf-8")
     for attack in attacks:
         done = subprocess.run(
-            wrap(["sh", "-c", attack], policy, "bubblewrap"),
+            wrap(["sh", "-c", attack], policy, how),
             cwd=project,
             capture_output=True,
             timeout=30,
@@ -145,7 +170,7 @@ def test_under_bubblewrap_a_command_cannot_change_git_but_still_makes_files(
     assert (project / ".git" / "config").read_text(encoding="utf-8") == before
     assert not (project / ".git" / "hooks" / "pre-commit").exists()
     made = subprocess.run(
-        wrap(["sh", "-c", "echo new > new.txt && mkdir d && mv new.txt d/"], policy, "bubblewrap"),
+        wrap(["sh", "-c", "echo new > new.txt && mkdir d && mv new.txt d/"], policy, how),
         cwd=project,
         capture_output=True,
         timeout=30,
