@@ -15,6 +15,10 @@ when the network is off), else Landlock (`landlock_exec`, Linux 5.13+), else on 
 sandbox-exec profile. With none of them a level other than `off` cannot be kept: `mechanism`
 is None, the session says so once, and every command asks as it did before the sandbox.
 
+In a writable root the version-control folders (`.git`, `.hg`, `.jj`) stay read-only
+(`vcs_guard`): what is in them decides what the user's own git runs. The agent's own git runs
+in the read-only level (`own_git`).
+
 A sandbox confines; it does not judge: a command inside it can still delete or rewrite files
 of the project, use up the machine, or print the project's secrets into its output.
 """
