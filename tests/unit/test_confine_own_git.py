@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -117,19 +116,19 @@ def test_the_control_folders_found_in_a_root(tmp_path: Path) -> None:
 
 
 def read_only_binds_work(folder: Path, user: Any = None) -> bool:
-    """Whether the Landlock launcher can bind a folder read-only here (as `user`: a User of
-    tests/support/unprivileged.py), in a process of its own: it changes that process's
-    namespaces."""
-    code = "import sys; from acp_server.confine.landlock_exec import read_only_binds as r; "
-    code += "sys.exit(0 if r([sys.argv[1]]) else 3)"
+    """Whether this kernel lets a process bind a folder read-only in a mount namespace of its
+    own (as `user`, a User of tests/support/unprivileged.py: in a user namespace too), as the
+    Landlock launcher does; asked of util-linux's `unshare`, not of the code under test."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    mounts = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}"
+    argv = [unshare, "-m", "sh", "-c", mounts]
     who: dict[str, Any] = {}
-    python, env = sys.executable, None
     if user is not None:
+        argv[1:2] = ["-U", "-r", "-m"]
         who = {"user": user.uid, "group": user.gid, "extra_groups": []}
-        python, env = user.python, {"PATH": os.defpath, "PYTHONPATH": user.path}
-    done = subprocess.run(
-        [python, "-c", code, str(folder)], env=env, capture_output=True, timeout=30, **who
-    )
+    done = subprocess.run(argv, capture_output=True, timeout=30, check=False, **who)
     return done.returncode == 0
 
 
@@ -178,3 +177,45 @@ def test_in_the_sandbox_a_command_cannot_change_git_but_still_makes_files(
     )
     assert made.returncode == 0, made.stderr
     assert (project / "d" / "new.txt").read_text(encoding="utf-8") == "new\n"
+
+
+@needs_git
+@pytest.mark.parametrize("how", ["bubblewrap", "landlock"])
+def test_a_worktrees_pointer_file_cannot_be_pointed_elsewhere(
+    tmp_path: Path, how: Mechanism
+) -> None:
+    """A session in a linked worktree: its `.git` is a file naming the git folder; replaced, the
+    agent's and the user's git would read the settings of a folder the command made."""
+    if not available(how):
+        pytest.skip(f"{how} is not available on this machine")
+    if how == "landlock" and not read_only_binds_work(tmp_path):
+        pytest.skip("this kernel refuses the launcher a mount namespace: .git stays writable")
+    main, worktree = tmp_path / "main", tmp_path / "wt"
+    main.mkdir()
+    git(main, "init", "-q")
+    git(
+        main,
+        "-c",
+        "user.name=T",
+        "-c",
+        "user.email=t@e",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    )
+    git(main, "worktree", "add", "-q", str(worktree))
+    pointer = (worktree / ".git").read_text(encoding="utf-8")
+    policy = policy_for("workspace-write", (worktree,), None)
+    for attack in ("echo 'gitdir: /tmp' > .git", "rm .git", "git config core.fsmonitor ./x"):
+        done = subprocess.run(
+            wrap(["sh", "-c", attack], policy, how),
+            cwd=worktree,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode != 0, attack
+    assert (worktree / ".git").read_text(encoding="utf-8") == pointer
+    assert "fsmonitor" not in (main / ".git" / "config").read_text(encoding="utf-8")
