@@ -147,21 +147,30 @@ def read_only_binds(paths: list[str]) -> bool:
     with the folders writable, and the agent's own git (own_git.py) is what still holds."""
     if not paths:
         return True
-    uid, gid = os.getuid(), os.getgid()
-    own_user = os.geteuid() != 0
-    if _libc.unshare(CLONE_NEWNS | (CLONE_NEWUSER if own_user else 0)) != 0:
+    if not (os.geteuid() == 0 and _libc.unshare(CLONE_NEWNS) == 0) and not _own_user():
         return False
     try:
-        if own_user:  # the same ids inside as outside: files keep their owners
-            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                               ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
-                with open(f"/proc/self/{name}", "w", encoding="ascii") as out:
-                    out.write(text)
         _mount(None, "/", MS_REC | MS_PRIVATE)  # nothing of this reaches the host's mounts
         for path in paths:
             _mount(path, path, MS_BIND | MS_REC)
             kept = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)  # locked ones
             _mount(None, path, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
+    except OSError:
+        return False
+    return True
+
+
+def _own_user() -> bool:
+    """A user namespace (and a mount namespace in it) where this process has the same ids as
+    outside, so that files keep their owners; False where the kernel refuses it."""
+    uid, gid = os.getuid(), os.getgid()
+    if _libc.unshare(CLONE_NEWNS | CLONE_NEWUSER) != 0:
+        return False
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                           ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
+            with open(f"/proc/self/{name}", "w", encoding="ascii") as out:
+                out.write(text)
     except OSError:
         return False
     return True
