@@ -132,12 +132,64 @@ def restrict(policy: dict[str, object]) -> None:
         os.close(ruleset)
 
 
+# --- version-control folders read-only (vcs_guard.py) -----------------------------------------
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+
+
+def read_only_binds(paths: list[str]) -> bool:
+    """Bind each of `paths` read-only over itself, in a mount namespace of this process's own
+    (inside a user namespace of its own when not root): what Landlock cannot say, that `.git`
+    stays read-only in a writable root. Landlock then forbids the command to unmount them, and a
+    mount point cannot be renamed or removed. False where the kernel refuses a namespace or a
+    mount (a container without the right, user namespaces turned off): the command then runs
+    with the folders writable, and the agent's own git (own_git.py) is what still holds."""
+    if not paths:
+        return True
+    if not (os.geteuid() == 0 and _libc.unshare(CLONE_NEWNS) == 0) and not _own_user():
+        return False
+    try:
+        _mount(None, "/", MS_REC | MS_PRIVATE)  # nothing of this reaches the host's mounts
+        for path in paths:
+            _mount(path, path, MS_BIND | MS_REC)
+            kept = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)  # locked ones
+            _mount(None, path, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
+    except OSError:
+        return False
+    return True
+
+
+def _own_user() -> bool:
+    """A user namespace (and a mount namespace in it) where this process has the same ids as
+    outside, so that files keep their owners; False where the kernel refuses it."""
+    uid, gid = os.getuid(), os.getgid()
+    if _libc.unshare(CLONE_NEWNS | CLONE_NEWUSER) != 0:
+        return False
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                           ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
+            with open(f"/proc/self/{name}", "w", encoding="ascii") as out:
+                out.write(text)
+    except OSError:
+        return False
+    return True
+
+
+def _mount(source: str | None, target: str, flags: int) -> None:
+    src = source.encode() if source is not None else None
+    if _libc.mount(src, target.encode(), None, ctypes.c_ulong(flags), None) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {target}")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
         sys.stderr.write("usage: landlock_exec.py POLICY_JSON -- COMMAND [ARGS...]\n")
         return 2
     try:
-        restrict(json.loads(argv[0]))
+        policy = json.loads(argv[0])
+        read_only_binds(policy.get("read_only", []))  # before Landlock: it forbids mounting
+        restrict(policy)
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"acp-server: the sandbox could not be set up ({exc}); not run.\n")
         return 126

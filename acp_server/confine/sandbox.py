@@ -15,6 +15,10 @@ when the network is off), else Landlock (`landlock_exec`, Linux 5.13+), else on 
 sandbox-exec profile. With none of them a level other than `off` cannot be kept: `mechanism`
 is None, the session says so once, and every command asks as it did before the sandbox.
 
+In a writable root the version-control folders (`.git`, `.hg`, `.jj`) stay read-only
+(`vcs_guard`): what is in them decides what the user's own git runs. The agent's own git runs
+in the read-only level (`own_git`).
+
 A sandbox confines; it does not judge: a command inside it can still delete or rewrite files
 of the project, use up the machine, or print the project's secrets into its output.
 """
@@ -31,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from acp_server.confine import vcs_guard
 
 Level = Literal["off", "read-only", "workspace-write", "workspace-net"]
 LEVELS: tuple[Level, ...] = ("off", "read-only", "workspace-write", "workspace-net")
@@ -51,6 +57,7 @@ _DENIED_NET = re.compile(
     r"Permission denied.*(connect|socket)|(connect|socket).*Permission denied",
     re.IGNORECASE,
 )
+_VCS_PATH = re.compile(r"(^|[/\s'\"])\.(git|hg|jj)([/\s'\":]|$)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -171,6 +178,7 @@ def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
             "writable": [str(p) for p in (*policy.writable, policy.tmp)] + ["/dev"],
             "hidden": [str(p) for p in policy.hidden],
             "network": policy.network,
+            "read_only": [str(p) for p in vcs_guard.protected(policy.writable)],
         }
         return [sys.executable, "-I", "-S", str(_LANDLOCK), json.dumps(rules), "--", *argv]
     return ["/usr/bin/sandbox-exec", "-p", _seatbelt(policy), *argv]
@@ -183,6 +191,7 @@ def _bwrap(policy: Policy) -> list[str]:
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for root in policy.writable:
         args += ["--bind", str(root), str(root)]
+    args += vcs_guard.bwrap_args(policy.writable)  # .git, .hg, .jj read-only again
     args += ["--bind", str(policy.tmp), str(policy.tmp)]
     for secret in policy.hidden:
         if secret.is_dir():
@@ -200,6 +209,7 @@ def _seatbelt(policy: Policy) -> str:
     hidden = " ".join(f'(subpath "{p}")' for p in policy.hidden)
     allowed = f'(require-any {writes} (literal "/dev/null"))'
     rules = ["(version 1)", "(allow default)", f"(deny file-write* (require-not {allowed}))"]
+    rules += vcs_guard.seatbelt_rules(policy.writable)
     if hidden:
         rules.append(f"(deny file-read* {hidden})")
     if not policy.network:
@@ -223,9 +233,15 @@ def blocked_note(output: str, ok: bool, policy: Policy) -> str | None:
         return None
     what = "a network connection" if net else "a write or read outside what it may touch"
     where = ", ".join(str(p) for p in policy.writable) or "nowhere (read-only)"
+    vcs = (
+        " (but not in their version-control folders, .git, .hg and .jj: committing, fetching "
+        "or changing the repository's settings is done outside the sandbox)"
+        if policy.writable and _VCS_PATH.search(output)
+        else ""
+    )
     return (
         f"This command may have been blocked by the sandbox ({policy.level}): it refused "
-        f"{what}. Inside the sandbox commands may write only in {where} and the temp dir "
+        f"{what}. Inside the sandbox commands may write only in {where}{vcs} and the temp dir "
         f"$TMPDIR{'' if policy.network else ', and have no network'}. If the command must do "
         "this, run it again with `outside_sandbox: true` and a `reason`: the user is asked."
     )
