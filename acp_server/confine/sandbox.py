@@ -212,8 +212,8 @@ def _seatbelt(policy: Policy) -> str:
     hidden = " ".join(f'(subpath "{p}")' for p in policy.hidden)
     allowed = f'(require-any {writes} (literal "/dev/null"))'
     rules = ["(version 1)", "(allow default)", f"(deny file-write* (require-not {allowed}))"]
-    if hidden:
-        rules.append(f"(deny file-read* {hidden})")
+    if hidden:  # after the roots' writes: a root holding a secret does not uncover it
+        rules.append(f"(deny file-read* file-write* {hidden})")
     if not policy.network:
         rules.append("(deny network-outbound (remote ip))")
     return "\n".join(rules)

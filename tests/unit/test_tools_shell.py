@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
