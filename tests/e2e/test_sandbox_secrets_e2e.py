@@ -240,6 +240,39 @@ async def test_a_session_in_home_as_an_ordinary_user(server_factory: Start, how:
     assert (home / "project" / "old.txt").read_text() == "new\n"  # the rest of HOME is writable
 
 
+@pytest.mark.parametrize("how", ["bubblewrap", "landlock"])
+async def test_home_as_an_additional_directory_keeps_its_secrets_hidden(
+    server_factory: Start, script: Any, tmp_path: Path, how: str
+) -> None:
+    """A multi-root workspace whose second root is HOME (`additionalDirectories`)."""
+    local_way(how)
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    planted = plant(home, (".ssh/id_ed25519", ".config/gh/hosts.yml"))
+    (home / "work").mkdir()
+    key = home / ".ssh" / "id_ed25519"
+    rounds = [
+        call("run_command", command=cat_all(home, list(planted))),
+        call("run_command", command=f"echo overwritten > '{key}'; echo ok > '{home}/work/a'"),
+        {"text": "Done."},
+    ]
+    server = await server_factory(
+        "--script", str(script(rounds)), env=server_env(tmp_path, home, how, None)
+    )
+    editor = FakeEditor(fs=False, terminal=False)
+    editor.attach(server)
+    capabilities = {"clientCapabilities": editor.capabilities(), "protocolVersion": 1}
+    await server.request("initialize", capabilities)
+    params = {"cwd": str(project), "mcpServers": [], "additionalDirectories": [str(home)]}
+    session = (await server.request("session/new", params))["result"]["sessionId"]
+    _, frames = await run_prompt(server, session)
+    printed = output(frames, editor, False)
+    assert END in printed
+    assert [name for name, marker in planted.items() if marker in printed] == []
+    assert key.read_text() == f"# {planted['.ssh/id_ed25519']}\n"
+    assert (home / "work" / "a").read_text() == "ok\n"  # the root itself is writable
+
+
 # --- a HOME reached through a symlink -----------------------------------------------------------
 
 
