@@ -199,9 +199,9 @@ def _bwrap_hide(hidden: tuple[Path, ...]) -> list[str]:
     symlink are in `hidden`; a mount over either covers the same file."""
     args: list[str] = []
     for secret in hidden:
-        if secret.is_dir():
-            args += ["--perms", "0000", "--tmpfs", str(secret), "--remount-ro", str(secret)]
-        elif secret.exists():  # a dangling link hides nothing
+        if os.path.isdir(secret):
+            args += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
+        elif os.path.exists(secret):  # a dangling link hides nothing
             args += ["--ro-bind", "/dev/null", str(secret)]
     return args
 
