@@ -8,7 +8,11 @@ command, which inherits the restriction and cannot lift it.
 
 Landlock only ever allows, so a hidden path is kept unreadable by granting reading on each of
 its siblings, level by level down from `/`, never on a directory above it; directories stay
-listable everywhere (names, not contents). TCP bind and connect are refused when the network is
+listable everywhere (names, not contents). A writable root that holds a hidden path (a session
+in HOME) is granted the same way, level by level from the root: its other entries are
+writable, but no new entry can be made, removed or renamed in the folders on the way down to a
+hidden path (the root included), which Landlock cannot grant without granting it in the
+hidden folder too. TCP bind and connect are refused when the network is
 off (ABI 4 and later; UDP is not covered by Landlock). Exit status 126 with a line on stderr
 when the kernel refuses the sandbox: the command never runs unrestricted.
 """
@@ -67,13 +71,32 @@ def fs_rights(version: int) -> int:
 def readable(hidden: Iterable[str]) -> list[str]:
     """The paths to grant reading on so that everything but `hidden` (and what lies under
     it) can be read: for each directory on the way to a hidden path, its other entries."""
+    return _around("/", hidden)
+
+
+def writable(root: str, hidden: Iterable[str]) -> list[str]:
+    """The paths to grant every right on so that `root` can be changed except the hidden paths
+    in it: `root` itself when it holds none; else, level by level down to each hidden path, the
+    other entries of each folder on the way. Those folders themselves get no right: a right on a
+    folder holds for all beneath it, so one that let a new file be made at the root's top level
+    would also let one be made, removed or linked in `~/.ssh`. Nothing of a root that lies in
+    a hidden path."""
     hidden_set = {os.path.normpath(path) for path in hidden}
-    above = {os.path.dirname(p) for p in hidden_set}
-    for path in list(above):
-        while path not in ("/", ""):
-            path = os.path.dirname(path)
+    if any(_within(root, path) for path in hidden_set):
+        return []
+    return _around(root, hidden_set) if any(_within(p, root) for p in hidden_set) else [root]
+
+
+def _around(top: str, hidden: Iterable[str]) -> list[str]:
+    """The entries to grant beneath `top` so that the hidden paths in it, and the folders on
+    the way to them, get nothing: the other entries of each of those folders."""
+    hidden_set = {os.path.normpath(path) for path in hidden if _within(path, top)}
+    above = {top}
+    for path in hidden_set:
+        path = os.path.dirname(path)
+        while _within(path, top) and path != top:
             above.add(path)
-    above = {p for p in above if p} | {"/"}
+            path = os.path.dirname(path)
     grants = []
     for parent in sorted(above):
         try:
@@ -88,6 +111,25 @@ def readable(hidden: Iterable[str]) -> list[str]:
             if path not in hidden_set and path not in above and not os.path.islink(path):
                 grants.append(path)
     return grants
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies beneath it (both normalised, absolute)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def path_rules(policy: dict[str, object], read: int, full: int) -> list[tuple[str, int]]:
+    """Every (path, rights) rule of `policy`: listing everywhere, reading all but the hidden
+    paths, every right in the writable roots but on the hidden paths and the folders above
+    them. Hidden paths and roots are taken as they really are (symlinks resolved) as well as
+    named: Landlock's rules hold for the file, whatever name reaches it."""
+    named = [str(p) for p in policy.get("hidden", [])]  # type: ignore[attr-defined]
+    hidden = sorted({os.path.normpath(p) for p in named} | {os.path.realpath(p) for p in named})
+    rules = [("/", READ_DIR)] + [(path, read) for path in readable(hidden)]
+    for root in policy.get("writable", []):  # type: ignore[attr-defined]
+        real = os.path.realpath(str(root))
+        rules += [(path, full) for path in writable(real, hidden)]
+    return rules
 
 
 def _add_rule(ruleset: int, path: str, access: int) -> None:
@@ -119,11 +161,9 @@ def restrict(policy: dict[str, object]) -> None:
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
-        _add_rule(ruleset, "/", READ_DIR)
-        for path in readable([str(p) for p in policy.get("hidden", [])]):  # type: ignore[attr-defined]
-            _add_rule(ruleset, path, READ | (IOCTL_DEV if version >= 5 else 0))
-        for path in policy.get("writable", []):  # type: ignore[attr-defined]
-            _add_rule(ruleset, str(path), handled)
+        read = READ | (IOCTL_DEV if version >= 5 else 0)
+        for path, access in path_rules(policy, read, handled):
+            _add_rule(ruleset, path, access)
         if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         if _libc.syscall(RESTRICT_SELF, ruleset, 0) < 0:
