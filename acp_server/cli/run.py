@@ -132,11 +132,15 @@ def _server_argv(args: argparse.Namespace) -> list[str]:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    # The server runs in a session of its own, away from the terminal: Ctrl-C typed there
+    # signals the terminal's whole foreground process group, and a server that got it too
+    # would die mid-turn instead of answering the `session/cancel` that `run` sends.
     proc = await asyncio.create_subprocess_exec(
         *_server_argv(args),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         limit=1 << 20,
+        start_new_session=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdout = proc.stdout
