@@ -45,6 +45,10 @@ async def provider_checks(
     env: Mapping[str, str],
 ) -> list[Check]:
     """The server's checks, then each model's."""
+    if provider.dialect == "local":  # no server until the first prompt starts one
+        from acp_server.doctor.embedded import local_checks
+
+        return local_checks(entries, env)
     missing = missing_provider_key(provider, entries[0].model if entries else "...", env)
     if missing is not None:
         return [fail(f"{server_name(provider)}: {provider.api_key_env} is not set", missing)]
@@ -185,7 +189,7 @@ async def model_checks(
     """The model is there; its window; whether it calls tools, where that is known."""
     if listing.models is not None and not served(entry.model, listing.models, entry.dialect):
         return [_absent(entry, listing.models)]
-    window, source = _capped(*await _window(entry, env), env)
+    window, source = capped(*await _window(entry, env), env)
     tools = await _tools(client, entry)
     checks = [ok(f"Model {entry.value}: {_facts(window, source, tools)}")]
     if window is None:
@@ -195,7 +199,7 @@ async def model_checks(
     return checks
 
 
-def _capped(window: int | None, source: str, env: Mapping[str, str]) -> tuple[int | None, str]:
+def capped(window: int | None, source: str, env: Mapping[str, str]) -> tuple[int | None, str]:
     """ACP_SERVER_CONTEXT_WINDOW caps the window wherever it came from (the smaller wins)."""
     text = env.get(CONTEXT_WINDOW_ENV, "").strip()
     cap = int(text) if text.isdigit() and int(text) > 0 else None
