@@ -74,3 +74,19 @@ def test_the_pins_and_flags_are_the_readme_and_pyprojects() -> None:
     readme = (ROOT / "README.md").read_text("utf-8")
     assert CMAKE in readme
     assert re.search(rf"--no-deps '{re.escape(SMOLLM2)}'", readme)
+
+
+def test_docs_install_shows_the_commands_the_agent_gives() -> None:
+    text = (ROOT / "docs" / "install.md").read_text("utf-8")
+    blocks = "\n".join(re.findall(r"```sh\n(.*?)```", text, re.S))
+    shown = [shlex.split(line) for line in blocks.splitlines() if line and line[0] != "#"]
+    pipx = Path("/home/you/.local/share/pipx/venvs/acp-server")
+    uv = Path("/home/you/.local/share/uv/tools/acp-server")
+    venv = Path("~/.venvs/acp-server")
+    for where in (
+        Installation(f"{pipx}/bin/python", pipx),
+        Installation(f"{uv}/bin/python", uv, "/path/to/acp-server"),
+        Installation(f"{venv}/bin/python", venv, "/path/to/acp-server"),
+    ):
+        for part in install_command(where).split(" && "):
+            assert shlex.split(part) in shown, f"docs/install.md does not show {part!r}"
