@@ -45,6 +45,7 @@ def run_headless(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args))
     except KeyboardInterrupt:
+        print("\n[stopped: interrupted]", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
@@ -176,17 +177,21 @@ async def _converse(
     conn: Connection, args: argparse.Namespace, permissions: Permissions
 ) -> tuple[str, dict[str, Any]]:
     """Initialize, open (or resume) the session, set the mode, send the prompt: its id and
-    the prompt's result. Ctrl-C from then on cancels the turn instead of killing `run`."""
+    the prompt's result. Ctrl-C from then on cancels the turn instead of killing `run`; a
+    second Ctrl-C does not wait for the server to answer the cancel (KeyboardInterrupt)."""
     await initialize(conn)
     session_id = await open_session(conn, args)
     if getattr(args, "mode", None):
         await conn.request("session/set_mode", {"sessionId": session_id, "modeId": args.mode})
 
+    loop = asyncio.get_running_loop()
+
     def cancel() -> None:
         permissions.cancel()
         conn.notify("session/cancel", {"sessionId": session_id})
+        loop.remove_signal_handler(signal.SIGINT)  # the next one interrupts run itself
 
-    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, cancel)
+    loop.add_signal_handler(signal.SIGINT, cancel)
     return session_id, await prompt(conn, session_id, args.prompt)
 
 
