@@ -31,10 +31,10 @@ def no_model_advice(env: Mapping[str, str]) -> str:
 
     if not local.embedded_allowed(env):
         return NO_MODEL_ADVICE + (
-            f"it is switched off ({local.EMBEDDED_ENV}=0): unset that, or name it with "
-            f"--model {EMBEDDED}."
+            f", switched off here by {local.EMBEDDED_ENV}=0: unset that variable, or name it "
+            f"with --model {EMBEDDED}."
         )
-    return NO_MODEL_ADVICE + local.install_command()
+    return f"{NO_MODEL_ADVICE}: {local.install_command()}"
 
 
 NO_MODEL_ADVICE = (
@@ -44,7 +44,7 @@ NO_MODEL_ADVICE = (
     "ANTHROPIC_API_KEY and --model anthropic:claude-sonnet-4-5).\n"
     "Or name any OpenAI-compatible server: set OPENAI_BASE_URL=http://HOST:PORT/v1 and add "
     "--model openai:MODEL.\n"
-    "Or try the agent offline on the small embedded model: "
+    "Or try the agent offline on the small embedded model"
 )
 
 

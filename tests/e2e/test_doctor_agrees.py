@@ -120,3 +120,13 @@ async def test_a_model_is_labelled_with_where_it_was_named(
     del named["ACP_SERVER_MODEL"]
     _, lines, _ = await doctor(named, "--model", "openai:mock-model", "doctor")
     assert line(lines, "✔ Model: new sessions start with openai:mock-model (--model)")
+
+
+async def test_the_embedded_model_switched_off_is_said_to_be_off_not_missing(
+    env: dict[str, str],
+) -> None:
+    code, lines, _ = await doctor({**env, "ACP_SERVER_EMBEDDED": "0"}, "doctor")
+    assert code == 1
+    said = advice(lines, "✘ Model: none is named")
+    assert "switched off here by ACP_SERVER_EMBEDDED=0" in said, said
+    assert "pip install" not in said and "not installed" not in said, said
