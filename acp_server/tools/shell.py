@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server import redaction
+from acp_server.confine.sandbox import Sandbox
 from acp_server.editor_api import EditorApi
 from acp_server.markdown import fence, inline_code
 from acp_server.permissions import Permit
@@ -40,7 +41,6 @@ from acp_server.tools.base import (
 )
 from acp_server.tools.jobs import Job
 from acp_server.tools.procgroup import ProcessResult, run_in_group
-from acp_server.confine.sandbox import Sandbox
 from acp_server.updates import tool_call_update
 
 SHELL = "/bin/sh"
@@ -73,12 +73,17 @@ def _present(args: dict[str, Any], ctx: ToolContext) -> Presentation:
 async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     command: str = args["command"]
     cwd = ctx.resolve(args["cwd"]) if args.get("cwd") else ctx.cwd
+    if "\0" in str(cwd):  # no path holds one; the checks below would crash on it
+        raise ToolFailure(
+            f"Cannot run the command: the directory {str(cwd)!r} contains a NUL byte, which no "
+            "path can hold. Give the folder's name without it."
+        )
     timeout = _timeout(args.get("timeout_seconds"))
     box = _sandbox(args, ctx)
     reason = str(args.get("reason") or "(no reason given)") if args.get("outside_sandbox") else None
     await ctx.permit(Permit(command=command, cwd=cwd, sandboxed=box is not None, reason=reason))
-    if not cwd.is_dir():
-        problem = "is not a directory" if cwd.exists() else "does not exist"
+    if not os.path.isdir(cwd):  # never raises (a name too long is not a directory either)
+        problem = "is not a directory" if os.path.lexists(cwd) else "does not exist"
         raise ToolFailure(f"Cannot run the command: the directory {cwd} {problem}.")
     argv = box.argv([SHELL, "-c", command]) if box else [SHELL, "-c", command]
     env = box.env(_environment()) if box else _environment()
