@@ -4,9 +4,13 @@ Reads and writes go through the editor when it advertises `fs` (so unsaved buffe
 the model sees and edits land in open buffers), and to the local disk otherwise. A write asks
 permission with the diff as the preview *before* it touches the file.
 
-Links: every path is checked where it really leads (the permission rule resolves symlinks and
-`..`), so a link inside the project to a file outside asks like the file itself would. Listings
-(here and in `glob`) show such links with where they lead and that reading them asks first.
+Links: a path is resolved once (`ctx.target`: every link and `..`), the permission is asked
+for where it leads (a request for a link says so in its title), and the file is then opened at
+exactly that place with no link followed (`confine.files`), so a link swapped in after the
+check by a command running meanwhile makes the call fail instead of leading elsewhere. A link
+inside the project to a file outside asks like the file itself would. Listings (here and in
+`glob`) show such links with where they lead and that reading them asks first. Reads refuse
+FIFOs, devices and sockets without waiting, and files over MAX_TEXT_BYTES before reading.
 """
 
 from __future__ import annotations
@@ -74,15 +78,15 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     limit: int | None = args.get("limit")
     await ctx.permit(Permit(paths=(target.shown,)))
     shown = shown_path(target.shown, ctx)
-    image = await asyncio.to_thread(_local_read, target, ctx.client.can_read, shown)
-    if isinstance(image, ToolOutcome):  # a picture: the model looks at it (see image_file)
-        return image
+    got = await asyncio.to_thread(_local_read, target, ctx.client.can_read, shown)
+    if isinstance(got, ToolOutcome):  # a picture: the model looks at it (see image_file)
+        return got
     wanted = limit or READ_DEFAULT_LINES
-    if image is None:
+    if got is None:
         text = await ctx.client.read_text_file(str(target.shown), line, wanted)
         total = None
     else:
-        lines = image.splitlines(keepends=True)
+        lines = got.splitlines(keepends=True)
         total = len(lines)
         start = (line or 1) - 1
         text = "".join(lines[start : start + wanted])
@@ -92,15 +96,22 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
 def _local_read(target: files.Target, editor_reads: bool, shown: str) -> ToolOutcome | str | None:
     """What read_file takes from the disk, in a thread: one descriptor, opened without
     following a link and never blocking, for the image sniff and the read. An image's
-    outcome; else the text, or None when the editor is to read it (checked for it first)."""
-    with opened(target.real) as file:
-        mime = image_type_of(file.head(16))
-        if mime is not None:
-            return read_image(file, mime, shown, target.shown)
-        if editor_reads:
-            for_editor(target, file)
-            return None
-        data: bytes = failing(file.read, MAX_TEXT_BYTES, "a file read_file reads")
+    outcome; else the text, or None when the editor is to read it (checked for it first: a
+    file only the editor has, an unsaved new buffer, is the editor's to answer)."""
+    try:
+        with opened(target.real) as file:
+            mime = image_type_of(file.head(16))
+            if mime is not None:
+                return read_image(file, mime, shown, target.shown)
+            if editor_reads:
+                for_editor(target, file)
+                return None
+            data: bytes = failing(file.read, MAX_TEXT_BYTES, "a file read_file reads")
+    except ToolFailure as exc:
+        if not (editor_reads and isinstance(exc.__cause__, files.Missing)):
+            raise
+        failing(files.same_place, target.shown, target.real)
+        return None
     return text_of(target.real, data)
 
 
