@@ -69,6 +69,9 @@ class Permit:
     sandboxed: bool = False
     reason: str | None = None  # why the model asks to run it outside the sandbox (shown)
     url: str | None = None  # a web page fetched (fetch rules match its host)
+    # The paths were named through a link: `paths` is where it led when checked, and the
+    # request the user sees says so (the title names the target).
+    through_link: bool = False
 
 
 @dataclass(frozen=True)

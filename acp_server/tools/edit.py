@@ -45,11 +45,15 @@ def _present_edit(args: dict[str, Any], ctx: ToolContext) -> Presentation:
 async def _edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     target = ctx.target(args["path"])
     edits: list[dict[str, Any]] = args["edits"]
-    await ctx.permit(Permit(paths=(target.shown,), effect="read"))  # outside: ask first
+    await ctx.permit(
+        Permit(paths=(target.shown,), effect="read", through_link=target.through_link)
+    )  # outside: ask first
     old = await _existing_text(target, ctx)
     new = apply_edits(old, edits)
     diff = diff_content(target.shown, old, new)
-    await ctx.permit(Permit(paths=(target.shown,), preview=[diff]))
+    await ctx.permit(
+        Permit(paths=(target.shown,), preview=[diff], through_link=target.through_link)
+    )
     await ctx.write_text(target, new)
     line = first_changed_line(old, new)
     count = f"{len(edits)} edit" + ("s" if len(edits) != 1 else "")

@@ -76,7 +76,7 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     target = ctx.target(args["path"])
     line: int | None = args.get("line")
     limit: int | None = args.get("limit")
-    await ctx.permit(Permit(paths=(target.shown,)))
+    await ctx.permit(Permit(paths=(target.shown,), through_link=target.through_link))
     shown = shown_path(target.shown, ctx)
     got = await asyncio.to_thread(_local_read, target, ctx.client.can_read, shown)
     if isinstance(got, ToolOutcome):  # a picture: the model looks at it (see image_file)
@@ -191,12 +191,16 @@ async def current_text(target: files.Target, ctx: ToolContext) -> str | None:
 async def _write_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     target = ctx.target(args["path"])
     new: str = args["content"]
-    await ctx.permit(Permit(paths=(target.shown,), effect="read"))  # outside: ask first
+    await ctx.permit(
+        Permit(paths=(target.shown,), effect="read", through_link=target.through_link)
+    )  # outside: ask first
     old = await current_text(target, ctx)
     if old is not None and uses_crlf(old) and "\r" not in new:
         new = to_crlf(new)  # keep a CRLF file CRLF: a model writes "\n"
     diff = diff_content(target.shown, old, new)
-    await ctx.permit(Permit(paths=(target.shown,), preview=[diff]))
+    await ctx.permit(
+        Permit(paths=(target.shown,), preview=[diff], through_link=target.through_link)
+    )
     await ctx.write_text(target, new)
     shown, lines = shown_path(target.shown, ctx), line_count(new)
     text = f"Created {shown} ({lines} lines)" if old is None else f"Wrote {lines} lines to {shown}"

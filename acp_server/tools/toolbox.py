@@ -212,7 +212,7 @@ def _leading(shown: Presentation, request: Permit) -> Presentation:
     the title says where, and the locations are the paths that were checked and are used."""
     named = {str(location.get("path")) for location in shown.locations}
     elsewhere = [p for p in request.paths if str(p) not in named]
-    if not elsewhere or not shown.locations:
+    if not request.through_link or not elsewhere or not shown.locations:
         return shown
     title = f"{shown.title} (leads to {', '.join(str(p) for p in elsewhere)})"
     first = {**shown.locations[0], "path": str(request.paths[0])}
