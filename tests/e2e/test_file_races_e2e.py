@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -306,20 +307,32 @@ def _stored(data: Path) -> str:
 # -- what cannot be read ------------------------------------------------------------------------
 
 
+class RegularFilesEditor(FakeEditor):
+    """An editor that answers a read of anything but a regular file with an error (the test
+    client must not hang where the agent, before the fix, asked it to read a FIFO)."""
+
+    async def read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not stat.S_ISREG(os.stat(params["path"]).st_mode):
+            self.reads.append(params["path"])
+            raise OSError(f"{params['path']} is not a regular file")
+        return await super().read_text_file(params)
+
+
 def _open_writer(fifo: Path) -> None:
     """End a reader's wait on `fifo` (a server stuck opening it), so a failure cannot hang."""
     with contextlib.suppress(OSError):
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
 
+@pytest.mark.parametrize("through_editor", [True, False], ids=["editor-fs", "local"])
 async def test_reading_a_fifo_is_refused_at_once_and_the_server_keeps_answering(
-    server_factory: Start, script: Any, tmp_path: Path
+    server_factory: Start, script: Any, tmp_path: Path, through_editor: bool
 ) -> None:
     project = tmp_path / "project"
     project.mkdir()
     fifo = project / "pipe.txt"
     os.mkfifo(fifo)  # made by a sandboxed command; no writer ever comes
-    editor = FakeEditor(fs=False, terminal=False)
+    editor = RegularFilesEditor(fs=through_editor, terminal=False)
     rounds = [call("read_file", path="pipe.txt"), {"text": "done"}]
     server = await server_factory("--script", str(script(rounds)), env=env(tmp_path))
     session = await open_session(server, editor, project)
@@ -336,16 +349,18 @@ async def test_reading_a_fifo_is_refused_at_once_and_the_server_keeps_answering(
     assert done["result"]["stopReason"] == "end_turn"
     (result,) = results(frames)
     assert "FIFO" in result and '"failed"' in result
+    assert editor.reads == []
 
 
+@pytest.mark.parametrize("through_editor", [True, False], ids=["editor-fs", "local"])
 async def test_a_huge_sparse_file_is_refused_by_its_size_without_being_read(
-    server_factory: Start, script: Any, tmp_path: Path
+    server_factory: Start, script: Any, tmp_path: Path, through_editor: bool
 ) -> None:
     project = tmp_path / "project"
     project.mkdir()
     with open(project / "huge.log", "wb") as f:
         f.truncate(3 * 1024**3)  # 3 GiB of holes: no disk used, but read whole it is 3 GB
-    editor = FakeEditor(fs=False, terminal=False)
+    editor = FakeEditor(fs=through_editor, terminal=False)
     rounds = [call("read_file", path="huge.log"), {"text": "done"}]
     server = await server_factory("--script", str(script(rounds)), env=env(tmp_path))
     session = await open_session(server, editor, project)
@@ -357,6 +372,7 @@ async def test_a_huge_sparse_file_is_refused_by_its_size_without_being_read(
     (result,) = results(frames)
     assert "3,072.0 MB" in result and "not read" in result
     assert _peak_rss_mb(server) < 1024
+    assert editor.reads == []  # the editor is not asked either
 
 
 def _peak_rss_mb(server: RawServer) -> float:
