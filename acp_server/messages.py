@@ -65,6 +65,20 @@ def text_message(role: Role, text: str, **kw: Any) -> Message:
     return Message(role=role, content=(TextPart(text),) if text else (), **kw)
 
 
+NOTE_START = "<agent-note>\nThis note is from the agent you run in, not from the user:\n"
+NOTE_END = "\n</agent-note>"
+
+
+def note_message(text: str) -> Message:
+    """A note for the model from the agent (what changed: git's status, an instruction file),
+    appended to the conversation as a user message: the system prompt stays as it was."""
+    return text_message("user", NOTE_START + text + NOTE_END)
+
+
+def is_note(message: Message) -> bool:
+    return message.role == "user" and message.text.startswith(NOTE_START)
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool as offered to the model."""

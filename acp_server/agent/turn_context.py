@@ -184,11 +184,10 @@ class TurnContext:
         specs: ToolsFor,
         history: History,
         *,
-        note: str = "",
         thought_level: str | None = None,
     ) -> ModelRequest | str:
-        """The next model request, fitted to the window (compacted first when needed; `note`
-        is added to its system prompt alone); the problem for a person when it cannot fit."""
+        """The next model request, fitted to the window (compacted first when needed); the
+        problem for a person when it cannot fit."""
         tools = await self.offer(system, specs, history)
         problem = await self.prepare(system, tools, history)
         if problem is not None:
@@ -196,7 +195,7 @@ class TurnContext:
         return ModelRequest(
             messages=history.messages,
             tools=tools,
-            system=system + note,
+            system=system,
             max_tokens=self.session.reply_limit(self.fit.used if self.fit is not None else None),
             thought_level=thought_level,
         )

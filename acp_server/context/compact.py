@@ -50,7 +50,7 @@ from acp_server.context.state import ACK, is_state_message, rebuild, round_start
 from acp_server.context.summary import summary_request
 from acp_server.context.tokens import Estimator
 from acp_server.context.truncate import tail_start, truncate
-from acp_server.messages import Message, ModelRequest, ToolSpec
+from acp_server.messages import Message, ModelRequest, ToolSpec, is_note
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +309,11 @@ def _protections(history: Sequence[Message]) -> list[int]:
 
 def _newest_exchange(history: Sequence[Message]) -> int:
     """Where the newest exchange starts: the latest user message (0: none before it)."""
-    users = [i for i, m in enumerate(history) if m.role == "user" and not is_state_message(m)]
+    users = [
+        i
+        for i, m in enumerate(history)
+        if m.role == "user" and not is_state_message(m) and not is_note(m)
+    ]
     return users[-1] if users else 0
 
 

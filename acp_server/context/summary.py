@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from acp_server.context.state import IMAGE_NOTE, is_state_message
 from acp_server.context.tokens import MESSAGE_OVERHEAD, Estimator
-from acp_server.messages import Message, ModelRequest, TextPart
+from acp_server.messages import Message, ModelRequest, TextPart, is_note
 
 RESULT_CHARS = 4000  # one tool result in the transcript, before the overall cap
 ARGS_CHARS = 600  # one call's arguments in the transcript
@@ -47,6 +47,8 @@ def transcript(messages: Sequence[Message]) -> str:
     for message in messages:
         if is_state_message(message):
             lines.append(f"Summary of the conversation before this point:\n{message.text}")
+        elif is_note(message):
+            lines.append(f"Note from the agent: {message.text}")
         elif message.role == "tool":
             lines.append(f"Tool result: {cut_middle(message.text, RESULT_CHARS)}")
         else:

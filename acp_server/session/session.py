@@ -30,7 +30,7 @@ from acp_server.agent.history import History
 from acp_server.backends import Backend
 from acp_server.editor_api import EditorApi
 from acp_server.errors import InvalidParams
-from acp_server.messages import Message
+from acp_server.messages import Message, is_note
 from acp_server.permissions import Mode, Permissions
 from acp_server.session import options
 from acp_server.session.command_table import BUILTIN, CHOICE_COMMANDS, CommandTable, Invocation
@@ -364,10 +364,15 @@ class Session:
         finally:
             end()
         too_large = turn.failure is not None and turn.failure.reason == "context"
-        if stop == "refusal" or (too_large and self.history and self.history[-1] is message):
+        if stop == "refusal" or (too_large and self._last_prompt(message)):
             # Refused, or too large for the window (never sent): kept out of later requests.
             self.history.cut(message)
         return PromptOutcome(stop, turn.failure)
+
+    def _last_prompt(self, message: Message) -> bool:
+        """`message` is the history's last but for the agent's notes after it."""
+        tail = [m for m in reversed(self.history.messages) if not is_note(m)]
+        return bool(tail) and tail[0] is message
 
     async def _mcp_turn(self, voice: Voice) -> str:
         """Wait for MCP servers still connecting, say which failed; a note for the model."""
@@ -386,7 +391,9 @@ class Session:
         """`/compact`: compact now, whatever the fit; the one-line result for a person."""
         context = await self._parts.turn_context(self._model, self.backend, emit)
         specs = self._parts.tools().specs
-        system = self._parts.system + self.workspace.current() + self._parts.appendix
+        system = self.workspace.system or (
+            self._parts.system + self.workspace.current() + self._parts.appendix
+        )
         return await context.compact_now(system, specs, self.history, focus)
 
     def clear(self, emit: Emit) -> None:

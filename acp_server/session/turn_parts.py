@@ -109,8 +109,8 @@ class TurnParts:
         """The session's tools, made at the first turn."""
         if self._tools is None or self._mcp is not None:  # MCP tools: as they are now
             # Imported at the first turn: `session/new` does not need the tools (~20 ms).
-            from acp_server.tools.defaults import default_tools
             from acp_server.confine.sandbox import DEFAULT_LEVEL, Sandbox, parse_level
+            from acp_server.tools.defaults import default_tools
             from acp_server.tools.task import task_tool
             from acp_server.tools.toolbox import Toolbox
 

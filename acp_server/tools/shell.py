@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server import redaction
+from acp_server.confine.sandbox import Sandbox
 from acp_server.editor_api import EditorApi
 from acp_server.markdown import fence, inline_code
 from acp_server.permissions import Permit
@@ -40,7 +41,6 @@ from acp_server.tools.base import (
 )
 from acp_server.tools.jobs import Job
 from acp_server.tools.procgroup import ProcessResult, run_in_group
-from acp_server.confine.sandbox import Sandbox
 from acp_server.updates import tool_call_update
 
 SHELL = "/bin/sh"

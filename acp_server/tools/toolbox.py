@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server import schemas, updates
+from acp_server.confine.sandbox import Sandbox
 from acp_server.context.profile import ToolRoom
 from acp_server.editor_api import ClientRequestFailed, EditorApi
 from acp_server.errors import ConnectionClosed
@@ -32,7 +33,6 @@ from acp_server.tools.base import (
     settle,
 )
 from acp_server.tools.jobs import Jobs
-from acp_server.confine.sandbox import Sandbox
 from acp_server.tools.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)
