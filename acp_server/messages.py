@@ -97,8 +97,11 @@ class ModelRequest:
     # How hard the model reasons first: a level of `thought.LEVELS` ("off", "low", ...), which
     # each backend maps to its own knob; None leaves the request as the backend makes it.
     thought_level: str | None = None
-    # "summary": a compaction's summary round (tool-free), not a turn of the conversation
+    # "summary": a compaction's summary round, not a turn of the conversation
     purpose: Literal["turn", "summary"] = "turn"
+    # A stable value per session: servers that route by it keep the session's prompt cache on
+    # one machine (OpenAI's `prompt_cache_key`, a llama.cpp slot). None: nothing is sent.
+    cache_key: str | None = None
 
 
 # ----- stream events ---------------------------------------------------------------------------
@@ -128,9 +131,11 @@ class ToolCallDelta:
 
 @dataclass(frozen=True)
 class Usage:
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # the whole prompt, cached tokens included
     completion_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt, read from the server's prompt cache
+    cache_write_tokens: int = 0  # of the prompt, written to it (Anthropic bills them apart)
+    thought_tokens: int = 0  # of the reply, spent thinking (when the server says)
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,7 @@ class SessionContext:
     """One session's context: the budget, the tool profile, and what the user was told."""
 
     output_limit: int | None = None  # the model's longest reply, when the catalogue tells
+    cache_key: str | None = None  # the session's, sent for the server's prompt cache
 
     def __init__(self, window: Window, spending: Spending | None = None) -> None:
         self.budget = ContextBudget(window)
@@ -198,6 +199,7 @@ class TurnContext:
             system=system,
             max_tokens=self.session.reply_limit(self.fit.used if self.fit is not None else None),
             thought_level=thought_level,
+            cache_key=self.session.cache_key,
         )
 
     async def took(self, reply: Reply, *, retry: bool) -> bool:

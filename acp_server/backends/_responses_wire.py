@@ -88,6 +88,8 @@ def payload(
         body["reasoning"] = _reasoning(request.thought_level, summaries)
         body["include"] = ["reasoning.encrypted_content"]
     body["store"] = False
+    if request.cache_key:
+        body["prompt_cache_key"] = request.cache_key
     body["stream"] = True
     return body
 

@@ -19,6 +19,7 @@ and a prompt is answered once its writes are committed (else the answer says `no
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -109,6 +110,7 @@ class Session:
             mcp=self.mcp,
             jobs=self._jobs,
             client_prompt=client_prompt,
+            cache_key=hashlib.sha256(session_id.encode()).hexdigest()[:32],
         )
         lent = Parent(session_id, self.roots, settings, permissions, editor, send_update, recorder)
         self.subagents = self._parts.offer(Subagents(lent, self._subagent_model, self._parts.tools))
