@@ -32,7 +32,7 @@ from acp_server import updates
 from acp_server.agent.compaction_view import Shown
 from acp_server.agent.history import History
 from acp_server.agent.reply_cap import reply_cap
-from acp_server.agent.spending import Spending
+from acp_server.agent.spending import Spending, Tally
 from acp_server.agent.window_lookup import WindowLookup
 from acp_server.backends import Backend
 from acp_server.backends.providers import Price
@@ -169,6 +169,7 @@ class TurnContext:
     summarizer: tuple[Backend, Price | None] | None = None  # a compaction model, and its price
     warnings: list[str] = field(default_factory=list)  # said when the turn ends
     fit: Fit | None = None  # the last request's fit
+    tokens: Tally = field(default_factory=Tally)  # what the servers reported in this turn
     _request: tuple[str, tuple[ToolSpec, ...]] = ("", ())
 
     @property
@@ -289,6 +290,7 @@ class TurnContext:
                 text.append(event.text)
             elif isinstance(event, Usage):
                 self.session.spending.add(price, event)
+                self.tokens.add(event)
             elif isinstance(event, StreamError):
                 # Another model's window is not this session's.
                 if event.overflow is not None and self.summarizer is None:
@@ -317,6 +319,7 @@ class TurnContext:
             return
         if usage is not None:
             self.session.spending.add(self.price, usage)
+            self.tokens.add(usage)
         if usage is not None and usage.prompt_tokens > 0:
             before = self.budget.window.size
             lowered = self.budget.after_round(

@@ -335,10 +335,13 @@ def usage_event(usage: Any, timings: Any = None) -> Usage | None:
     cached = details.get("cached_tokens") if isinstance(details, dict) else 0
     if not cached and isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
         cached = timings["cache_n"]
+    output = usage.get("completion_tokens_details") or {}
+    thought = output.get("reasoning_tokens") if isinstance(output, dict) else 0
     return Usage(
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         cached_tokens=int(cached or 0),
+        thought_tokens=int(thought or 0),
     )
 
 

@@ -31,7 +31,7 @@ from acp_server.agent.history import History
 from acp_server.backends import Backend
 from acp_server.editor_api import EditorApi
 from acp_server.errors import InvalidParams
-from acp_server.messages import Message, is_note
+from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions
 from acp_server.session import options
 from acp_server.session.command_table import BUILTIN, CHOICE_COMMANDS, CommandTable, Invocation
@@ -340,6 +340,7 @@ class Session:
         voice = Voice(emit, self._editor.can_notice)
         backend = self.backend  # kept for the whole turn, whatever set_backend does meanwhile
         note = await self._mcp_turn(voice)  # before the turn's context and tools, as before
+        context = await self._parts.turn_context(self._model, backend, emit)
         turn = Turn(
             backend=backend,
             history=self.history,
@@ -347,7 +348,7 @@ class Session:
             max_requests=self._settings.max_turn_requests,
             tell=voice.tell,
             system=self._parts.system,
-            context=await self._parts.turn_context(self._model, backend, emit),
+            context=context,
             thought_level=self._model.level,
         )
         window = self._parts.budget(self._model).window.size  # instructions: a share at most
@@ -355,10 +356,11 @@ class Session:
         note += self._parts.appendix
         await instruct(turn, self._parts.tools, self.workspace, note, window)
         self._parts.say_sandbox(voice.tell)
+        told = context.session.spending.tokens  # the usage told with the answer
         try:
             stop = await run_turn(turn)
         except (asyncio.CancelledError, CancelledByUser):
-            return PromptOutcome("cancelled")
+            return PromptOutcome("cancelled", None, None, context.tokens.wire(), told.wire())
         except Exception:
             log.exception("turn failed in session %s", self.id)
             emit(updates.message_chunk("agent_message_chunk", INTERNAL_FAILURE, None))
@@ -366,15 +368,10 @@ class Session:
         finally:
             end()
         too_large = turn.failure is not None and turn.failure.reason == "context"
-        if stop == "refusal" or (too_large and self._last_prompt(message)):
+        if stop == "refusal" or (too_large and self.history.last_prompt_is(message)):
             # Refused, or too large for the window (never sent): kept out of later requests.
             self.history.cut(message)
-        return PromptOutcome(stop, turn.failure)
-
-    def _last_prompt(self, message: Message) -> bool:
-        """`message` is the history's last but for the agent's notes after it."""
-        tail = [m for m in reversed(self.history.messages) if not is_note(m)]
-        return bool(tail) and tail[0] is message
+        return PromptOutcome(stop, turn.failure, None, context.tokens.wire(), told.wire())
 
     async def _mcp_turn(self, voice: Voice) -> str:
         """Wait for MCP servers still connecting, say which failed; a note for the model."""
