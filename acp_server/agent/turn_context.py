@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from acp_server import updates
@@ -282,9 +282,13 @@ class TurnContext:
         return result.describe()
 
     async def _summarize(self, request: ModelRequest) -> str | None:
-        """The summary round: tool-free, its text collected; an error raises SummaryFailed."""
+        """The summary round, its text collected (a tool call is not: the summary is then
+        empty); an error raises SummaryFailed. With the turn's own model it carries the
+        session's cache key, as the conversation's requests do."""
         text: list[str] = []
         backend, price = self.summarizer or (self.backend, self.price)
+        if self.summarizer is None:
+            request = replace(request, cache_key=self.session.cache_key)
         async for event in backend.stream(request):
             if isinstance(event, TextDelta):
                 text.append(event.text)

@@ -20,7 +20,7 @@ from typing import Any
 
 from tests.support.mock_llm.script import Response
 from tests.support.mock_llm.server import Responder
-from tests.support.mock_llm.view import conversation, tool_names
+from tests.support.mock_llm.view import conversation, is_summary
 
 SUMMARY_TEXT = "Summary: the user asks about files one at a time; each was read and answered."
 _FILE = re.compile(r"[\w./-]+\.\w+")
@@ -32,7 +32,7 @@ def file_reader(tool: str = "read_file", summary: str = SUMMARY_TEXT) -> Respond
     """A responder for a long session that reads a file each turn and answers from it."""
 
     def respond(body: dict[str, Any]) -> Response:
-        if not tool_names(body):
+        if is_summary(body):
             return {"text": summary}
         turns = [t for t in conversation(body) if not t.text.startswith(NOTE)]
         last = turns[-1] if turns else None
