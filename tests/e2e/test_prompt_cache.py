@@ -5,9 +5,14 @@ breakpoints (4 at most, accepted by a strict mock of the API)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.support.context_session import ReaderSession, start_reader, write_files
 from tests.support.mock_llm import MockLLM
@@ -91,3 +96,31 @@ async def test_the_first_request_offers_the_tools_of_the_second(
         assert tools_of(first) == tools_of(second)
         assert first.json["tools"] == second.json["tools"]
         assert first.json["messages"][0] == second.json["messages"][0]  # the system prompt
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+async def test_a_commit_between_prompts_changes_no_byte_before_the_conversations_end(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str) -> None:
+        command = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args]
+        subprocess.run(command, cwd=tmp_path, check=True, capture_output=True, env=env)
+
+    names = write_files(tmp_path, 2, 200)
+    git("init", "-q", "-b", "main")
+    git("add", ".")
+    git("commit", "-q", "-m", "start")
+    reader = await start_reader(server_factory, mock_llm, tmp_path, "--context-window", "65536")
+    await reader.ask(names[0])
+    (tmp_path / "new.txt").write_text("new\n", encoding="utf-8")
+    git("add", ".")
+    git("commit", "-q", "-m", "the user's commit")
+    (tmp_path / names[1]).write_text("changed after the commit\n", encoding="utf-8")
+    await reader.ask(names[1])
+    before, after = mock_llm.chat_requests[1].json, mock_llm.chat_requests[2].json
+    assert after["tools"] == before["tools"]
+    assert after["messages"][: len(before["messages"])] == before["messages"]  # byte for byte
+    told = after["messages"][-1]["content"]  # the note after the new prompt
+    assert "<agent-note>" in told and f" M {names[1]}" in told, told
