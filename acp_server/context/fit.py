@@ -212,7 +212,7 @@ class ContextBudget:
         if kept is None:
             if reported + cached < sent * TRUNCATION_SHARE:
                 return None  # too low to be a window (a prompt cache's count): teaches nothing
-            self.window.plausible(reported + reply)
+            self.window.plausible(reported)
             est.observe(fit.raw_text, reported)
             return None
         if last and kept <= fresh * CACHE_NET + TRUNCATION_MIN_GAP:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from acp_server.context.tokens import Estimator
+from acp_server.messages import ToolSpec
 from tests.support.context_session import ReaderSession, start_reader, write_files
 from tests.support.mock_llm import MockLLM
 
@@ -124,3 +126,24 @@ async def test_a_commit_between_prompts_changes_no_byte_before_the_conversations
     assert after["messages"][: len(before["messages"])] == before["messages"]  # byte for byte
     told = after["messages"][-1]["content"]  # the note after the new prompt
     assert "<agent-note>" in told and f" M {names[1]}" in told, told
+
+
+async def test_at_4096_tokens_the_fixed_part_takes_a_quarter_at_most(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    names = write_files(tmp_path, 1, 200)
+    reader = await start_reader(server_factory, mock_llm, tmp_path, "--context-window", "4096")
+    assert (await reader.ask(names[0])).stop == "end_turn"
+    est = Estimator()
+    for request in mock_llm.chat_requests:
+        body = request.json
+        specs = [
+            ToolSpec(
+                t["function"]["name"], t["function"]["description"], t["function"]["parameters"]
+            )
+            for t in body["tools"]
+        ]
+        system = body["messages"][0]["content"]
+        fixed = est.corrected(est.text(system) + est.tools(specs))
+        assert fixed <= 1024, (fixed, [s.name for s in specs])
+        assert {"read_file", "edit_file", "run_command"} <= {s.name for s in specs}
