@@ -39,6 +39,7 @@ from acp_server.backends.providers import Price
 from acp_server.context import (
     ContextBudget,
     Fit,
+    SummaryCutOff,
     ToolProfile,
     ToolRoom,
     Window,
@@ -302,7 +303,7 @@ class TurnContext:
                 raise SummaryFailed(event.message)
             elif isinstance(event, Finish) and event.reason == "length":
                 # Half a summary would be taken for the whole conversation.
-                raise SummaryFailed("the summary was cut off by its output token limit")
+                raise SummaryCutOff("the summary was cut off by its output token limit")
         return "".join(text)
 
     def after_overflow(self, overflow: ContextOverflow) -> None:

@@ -64,6 +64,12 @@ log = logging.getLogger(__name__)
 Summarize = Callable[[ModelRequest], Awaitable[str | None]]
 Stage = Literal["none", "prune", "summary", "truncate"]
 
+
+class SummaryCutOff(Exception):
+    """`summarize` says the summary was cut off by its output limit: asked again from the
+    transcript, it would be as long, so the compaction goes on to truncation."""
+
+
 # Shares of the room the system prompt and tools leave for messages under the trigger (what a
 # compaction leaves), and of the whole budget's room (the margins of its decisions).
 GOAL_SHARE = 0.5  # the most a summary or truncation leaves, the newest round allowing
@@ -379,7 +385,10 @@ async def _summary(
     requests.append(summary_request(older, est, budget.window.budget, reply_tokens, focus))
     why = ""
     for request in requests:
-        text, why = await _asked(request, summarize, older, est, reply_tokens)
+        try:
+            text, why = await _asked(request, summarize, older, est, reply_tokens)
+        except SummaryCutOff as exc:
+            return None, f"the summary round failed: {exc}"
         if text is not None:
             return text, ""
     return None, why
@@ -395,6 +404,8 @@ async def _asked(
     """One summary round: (the summary, "") or (None, why it is not used)."""
     try:
         text = await summarize(request)
+    except SummaryCutOff:
+        raise
     except Exception as exc:  # a failed round is a reason to fall back, never a failed turn
         log.warning("context: the summary round failed: %s", exc)
         return None, f"the summary round failed: {exc}"
