@@ -15,7 +15,7 @@ from acp_server.backends._openai_wire import cache_fields
 from acp_server.backends._responses_wire import payload as responses_payload
 from acp_server.backends.openai import OpenAIBackend
 from acp_server.backends.responses import ResponsesBackend
-from acp_server.messages import Message, ModelRequest, ToolCall, ToolSpec, text_message
+from acp_server.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage, text_message
 from tests.support.strict_anthropic import anthropic_problems
 
 TOOLS = (
@@ -122,3 +122,14 @@ async def test_a_hosted_model_the_catalogue_knows_is_not_asked_for_its_window() 
     assert asked == []  # the first request waits for the window: it must cost no round trip
     await chat.aclose()
     await responses.aclose()
+
+
+def test_cached_tokens_from_openai_details_or_llama_cpp_timings() -> None:
+    from acp_server.backends._openai_wire import usage_event
+
+    usage = {"prompt_tokens": 900, "completion_tokens": 10}
+    details = {**usage, "prompt_tokens_details": {"cached_tokens": 768}}
+    reasoning = {**usage, "completion_tokens_details": {"reasoning_tokens": 4}}
+    assert usage_event(details) == Usage(900, 10, cached_tokens=768)
+    assert usage_event(usage, {"cache_n": 850, "prompt_n": 50}) == Usage(900, 10, cached_tokens=850)
+    assert usage_event(reasoning) == Usage(900, 10, thought_tokens=4)
