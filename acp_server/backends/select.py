@@ -84,6 +84,7 @@ LOCAL_SERVERS = (
 )
 PROBE_TIMEOUT = 0.3
 OLLAMA_PORT = 11434
+CACHE_TTL_ENV = "ACP_SERVER_CACHE_TTL"  # "1h": the hour-long Anthropic cache (else 5 min)
 
 
 class ModelSpecError(ValueError):
@@ -205,6 +206,7 @@ def _http_backend(
         model,
         context_window=window,
         adaptive_thinking=adaptive_thinking,
+        cache_ttl=common["environ"].get(CACHE_TTL_ENV),
         **common,
     )
 

@@ -202,11 +202,37 @@ def _report(printer: Printer, result: dict[str, Any], session_id: str) -> int:
     stop = str(result.get("stopReason"))
     again = f"[session {session_id}] to go on: acp-server run --session {session_id} PROMPT"
     print(printer.style.paint(again, DIM), file=sys.stderr)
+    tokens = tokens_line(result)
+    if tokens:
+        print(printer.style.paint(tokens, DIM), file=sys.stderr)
     if failure is not None:
         print(f"acp-server run: {failure}", file=sys.stderr)
     elif stop != "end_turn":
         print(f"[stopped: {stop}]", file=sys.stderr)
     return exit_code(stop, failure is not None)
+
+
+def tokens_line(result: dict[str, Any]) -> str:
+    """The turn's tokens and the share of input the provider's prompt cache served, this turn
+    and this session ("" when the server reported none)."""
+    usage = result.get("usage")
+    if not isinstance(usage, dict) or not usage.get("inputTokens"):
+        return ""
+    meta = (
+        result.get("_meta", {}).get("acpServer", {})
+        if isinstance(result.get("_meta"), dict)
+        else {}
+    )
+    session = meta.get("sessionUsage") if isinstance(meta, dict) else None
+    line = f"[tokens: {usage['inputTokens']:,} in, {usage.get('outputTokens', 0):,} out; "
+    line += f"read from the provider's cache: {_share(usage)} of the input this turn"
+    if isinstance(session, dict) and session.get("inputTokens"):
+        line += f", {_share(session)} this session"
+    return line + "]"
+
+
+def _share(usage: dict[str, Any]) -> str:
+    return f"{100 * (usage.get('cachedReadTokens') or 0) / usage['inputTokens']:.0f} %"
 
 
 def _server_failed(exc: RemoteError | ConnectionClosed) -> int:

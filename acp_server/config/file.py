@@ -347,6 +347,16 @@ def _remember_secrets(providers: Iterable[Provider]) -> None:
         redaction.remember_headers(provider.headers)
 
 
+def _price(price: dict[str, Any]) -> Price:
+    cached, written = price.get("cached_input"), price.get("cache_write")
+    return Price(
+        float(price["input"]),
+        float(price["output"]),
+        float(cached) if cached is not None else None,
+        float(written) if written is not None else None,
+    )
+
+
 def _model(entry: dict[str, Any]) -> ModelConfig:
     price = entry.get("price")
     reasoning = entry.get("reasoning")
@@ -356,7 +366,7 @@ def _model(entry: dict[str, Any]) -> ModelConfig:
         name=entry.get("name"),
         window=entry.get("window"),
         reply_reserve=entry.get("reply_reserve"),
-        price=Price(float(price["input"]), float(price["output"])) if price else None,
+        price=_price(price) if price else None,
         tools=entry.get("tools"),
         images=entry.get("images"),
         reasoning=tuple(reasoning) if reasoning is not None else None,

@@ -72,8 +72,10 @@ class TurnParts:
         mcp: McpServers | None,
         jobs: Jobs,
         client_prompt: ClientPrompt | None = None,
+        cache_key: str | None = None,
     ) -> None:
         self._roots = roots  # the first is the working directory
+        self._cache_key = cache_key  # the session's, for the servers' prompt caches
         self.client_prompt = client_prompt  # the editor's system prompt (client_prompt.py)
         self.delegate: Delegate | None = None  # runs the task tool's jobs (subagents.py)
         self._editor = editor
@@ -144,6 +146,7 @@ class TurnParts:
             entry = model.choice.entry if model.choice is not None else None
             settings = entry.budget_settings(self._settings) if entry else self._settings
             self._context = SessionContext.made(settings, self._spending)
+            self._context.cache_key = self._cache_key
             if entry is not None and entry.facts is not None:
                 self._context.output_limit = entry.facts.output
             self._spending = self._context.spending  # the session's, across model switches
@@ -159,12 +162,15 @@ class TurnParts:
             self._context.due = False
 
     async def turn_context(self, model: SessionModel, backend: Backend, emit: Emit) -> TurnContext:
-        """The context steps for a turn with `backend`; the server's window is looked up beside
-        the turn (`SessionContext.look_up`)."""
+        """The context steps for a turn with `backend`, once the window the server reports is
+        known (`SessionContext.look_up`; the catalogue's for a hosted model it knows, so no
+        request): the first request is shaped as the second (the same tools, the same share
+        of the window for the instructions), or a provider's cache serves it nothing."""
         from acp_server.agent.turn_context import TurnContext
 
         context = self.budget(model)
         context.look_up(backend)
+        await context.settle(wait=True)
         return TurnContext(
             context,
             backend,

@@ -2,7 +2,9 @@
 model server's recorded requests: the user's AGENTS.md, the project root's and a nested one,
 each at the right time and in the documented order (user, root, nested), still there after a
 compaction; the user is told which files were read (once each); the first request names the
-date, the OS and the git branch and status of a repository the test makes."""
+date, the OS and the git branch and status of a repository the test makes. The system prompt
+stays byte for byte the same for the session: a nested file found, a changed file and a new
+git state are told in notes appended to the conversation."""
 
 from __future__ import annotations
 
@@ -63,6 +65,11 @@ def system_of(request: Any) -> str:
     return first.text
 
 
+def notes_of(request: Any) -> list[str]:
+    """The agent's notes in the request's conversation, in order."""
+    return [t.text for t in conversation(request.json) if t.text.startswith("<agent-note>")]
+
+
 def order(system: str, *marks: str) -> list[int]:
     return [system.find(mark) for mark in marks]
 
@@ -89,9 +96,11 @@ async def test_instructions_arrive_in_order_when_due_and_survive_a_compaction(
     second = await reader.ask("sub/file0.txt")
     assert "word0" in second.text
     before, after = turn_requests(mock_llm)[len(requests) :]
-    assert NESTED not in system_of(before)  # not worked in sub/ yet
-    user, root, nested = order(system_of(after), USER, ROOT, NESTED)
-    assert 0 < user < root < nested, system_of(after)
+    assert NESTED not in str(before.json)  # not worked in sub/ yet
+    assert system_of(after) == system  # the prefix is not rewritten ...
+    said = conversation(after.json)
+    assert said[-2].role == "tool" and NESTED in said[-1].text  # ... a note follows the result
+    assert notes_of(after) == [said[-1].text] and "sub/AGENTS.md" in said[-1].text
     assert told(second.seen) == ["Project instructions also read: sub/AGENTS.md."]
 
     for _ in range(3):  # older exchanges for the compaction to take
@@ -101,8 +110,10 @@ async def test_instructions_arrive_in_order_when_due_and_survive_a_compaction(
     third = await reader.ask("file1.txt")
     last = turn_requests(mock_llm)[-2]
     assert conversation(last.json)[1].text.startswith("[Earlier conversation, compacted")
-    user, root, nested = order(system_of(last), USER, ROOT, NESTED)
-    assert 0 < user < root < nested
+    user, root = order(system_of(last), USER, ROOT)
+    assert 0 < user < root
+    notes = notes_of(last)  # the nested file, its note compacted away, is told again
+    assert len(notes) == 1 and NESTED in notes[0] and ROOT not in notes[0], notes
     assert told(third.seen) == []  # once per session
 
 
@@ -135,9 +146,13 @@ async def test_the_environment_and_the_instructions_are_refreshed_when_they_chan
     (tmp_path / "repo" / "AGENTS.md").write_text("ROOT-RULE-4: use yarn now.\n", "utf-8")
     git(tmp_path / "repo", "checkout", "-q", "-b", "feature")
     await reader.ask("file1.txt")
-    system = system_of(turn_requests(mock_llm)[-1])
-    assert "branch feature" in system and " M file1.txt" in system, system
-    assert "ROOT-RULE-4: use yarn now." in system and ROOT not in system
+    first, last = turn_requests(mock_llm)[0], turn_requests(mock_llm)[-2]
+    assert system_of(last) == system_of(first)  # byte for byte: the cache still serves it
+    notes = notes_of(last)
+    assert len(notes) == 1, notes  # one note, after the new prompt
+    assert conversation(last.json)[-1].text == notes[0]
+    assert "branch feature" in notes[0] and " M file1.txt" in notes[0], notes[0]
+    assert "ROOT-RULE-4: use yarn now." in notes[0] and ROOT not in notes[0]
 
 
 async def test_an_editor_that_shows_notices_is_told_with_one(

@@ -221,7 +221,7 @@ def test_a_secret_place_inside_the_project_still_asks(
     key = tmp_path / ".ssh" / "id_ed25519"
     rules = [Rule("read", str(tmp_path), True), Rule("edit", str(tmp_path), True)]
     for effect in ("read", "edit"):
-        verdict = decide(effect, Permit(paths=(key,)), mode, (tmp_path,), rules)  # type: ignore[arg-type]
+        verdict = decide(effect, Permit(paths=(key,)), mode, (tmp_path,), rules)
         assert verdict.verdict == "ask", (effect, verdict)
         assert "where keys are kept" in verdict.reason
     notes = tmp_path / "notes.txt"
