@@ -136,12 +136,17 @@ _PROBE_LOCK = threading.Lock()
 def _find() -> Mechanism | None:
     import shutil
 
-    bwrap = shutil.which("bwrap")
-    if bwrap and _bwrap_works(bwrap):
-        return "bubblewrap"
     if sys.platform.startswith("linux"):
+        from acp_server.confine import seccomp
         from acp_server.confine.landlock_exec import abi
 
+        # Without a seccomp filter, unix sockets (docker.sock, the ssh-agent) stay reachable
+        # under both: no level is kept, and commands ask (kernels have had filters since 3.5).
+        if not seccomp.works():
+            return None
+        bwrap = shutil.which("bwrap")
+        if bwrap and _bwrap_works(bwrap):
+            return "bubblewrap"
         if abi() >= 1:
             return "landlock"
     if sys.platform == "darwin" and Path("/usr/bin/sandbox-exec").exists():
@@ -152,7 +157,7 @@ def _find() -> Mechanism | None:
 def _bwrap_works(bwrap: str) -> bool:
     try:
         done = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--unshare-net", "--", "/bin/true"],
+            [*_bwrap_base(bwrap), "--unshare-net", "--", "/bin/true"],
             capture_output=True,
             timeout=5,
             check=False,
@@ -168,7 +173,7 @@ def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
         return [*_bwrap(policy), "--", *argv]
     if how == "landlock":
         rules = {
-            "writable": [str(p) for p in (*policy.writable, policy.tmp)] + ["/dev"],
+            "writable": [str(p) for p in (*policy.writable, policy.tmp)],
             "hidden": [str(p) for p in policy.hidden],
             "network": policy.network,
         }
@@ -176,11 +181,21 @@ def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
     return ["/usr/bin/sandbox-exec", "-p", _seatbelt(policy), *argv]
 
 
+def _bwrap_base(bwrap: str) -> list[str]:
+    """What every bubblewrap sandbox has: the filesystem read-only, a /dev of the standard
+    nodes only (its /dev/shm private), a /proc of its own PID namespace (the agent's
+    environment is not in it), a user namespace and no capabilities even as root (nothing
+    can be unmounted or remounted, none regained: the bounding set is empty too), a new
+    session (no terminal to type into), ended with the agent."""
+    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+            "--unshare-user", "--cap-drop", "ALL", "--new-session",
+            "--die-with-parent"]  # fmt: skip
+
+
 def _bwrap(policy: Policy) -> list[str]:
     import shutil
 
-    bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args = _bwrap_base(shutil.which("bwrap") or "bwrap")
     for root in policy.writable:
         args += ["--bind", str(root), str(root)]
     args += ["--bind", str(policy.tmp), str(policy.tmp)]
@@ -190,8 +205,32 @@ def _bwrap(policy: Policy) -> list[str]:
         else:
             args += ["--ro-bind", "/dev/null", str(secret)]
     if not policy.network:
-        args.append("--unshare-net")
-    return [*args, "--unshare-pid", "--die-with-parent", "--setenv", "TMPDIR", str(policy.tmp)]
+        args.append("--unshare-net")  # with only a loopback of its own, IP of any kind is local
+    args += ["--seccomp", "3", "--setenv", "TMPDIR", str(policy.tmp)]
+    # bubblewrap reads the filter from a descriptor: the shell opens it from the agent's
+    # sealed copy (nothing can change it) and becomes bubblewrap. An editor's terminal,
+    # which only runs an argv, can do the same.
+    return ["/bin/sh", "-c", 'exec "$@" 3< "$0"', _sealed_filter(), *args]
+
+
+_SEALED: dict[int, str] = {}  # this process's id -> its sealed filter's path
+
+
+def _sealed_filter() -> str:
+    """The path of the bubblewrap sandbox's seccomp filter: a sealed memory file this process
+    holds open (made once), read through /proc as long as it runs."""
+    pid = os.getpid()
+    if pid not in _SEALED:
+        import fcntl
+
+        from acp_server.confine.seccomp import program
+
+        fd = os.memfd_create("acp-server-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.write(fd, program(ip="all", unix=False))
+        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+        _SEALED[pid] = f"/proc/{pid}/fd/{fd}"
+    return _SEALED[pid]
 
 
 def _seatbelt(policy: Policy) -> str:
@@ -202,8 +241,14 @@ def _seatbelt(policy: Policy) -> str:
     rules = ["(version 1)", "(allow default)", f"(deny file-write* (require-not {allowed}))"]
     if hidden:
         rules.append(f"(deny file-read* {hidden})")
+    # Unix sockets (the Docker daemon, the ssh-agent, launchd's services): none, but with the
+    # network on the system's name resolution, which is one (a later rule wins).
+    rules.append('(deny network-outbound (remote unix-socket (path-regex #"^/")))')
     if not policy.network:
         rules.append("(deny network-outbound (remote ip))")
+    else:
+        rules.append('(allow network-outbound (remote unix-socket (path-literal '
+                     '"/private/var/run/mDNSResponder")))')  # fmt: skip
     return "\n".join(rules)
 
 
