@@ -215,7 +215,11 @@ def install_filter(network: bool, version: int) -> None:
     """The seccomp filter for this level (after no-new-privileges)."""
     ip = "all" if network else ("tcp" if version >= 4 else "none")
     build: Callable[..., bytes] = _load_seccomp()["program"]  # type: ignore[assignment]
-    compiled = build(ip=ip, unix=False)
+    install(build(ip=ip, unix=False))
+
+
+def install(compiled: bytes) -> None:
+    """Install a compiled seccomp filter on this process (no-new-privileges must be set)."""
     buffer = ctypes.create_string_buffer(compiled, len(compiled))
     prog = SockFprog(len(compiled) // 8, ctypes.addressof(buffer))
     if _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.pointer(prog)) != 0:
