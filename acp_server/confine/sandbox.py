@@ -176,6 +176,7 @@ def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
             "writable": [str(p) for p in (*policy.writable, policy.tmp)],
             "hidden": [str(p) for p in policy.hidden],
             "network": policy.network,
+            "seccomp": _landlock_filter(policy.network),
         }
         return [sys.executable, "-I", "-S", str(_LANDLOCK), json.dumps(rules), "--", *argv]
     return ["/usr/bin/sandbox-exec", "-p", _seatbelt(policy), *argv]
@@ -211,6 +212,15 @@ def _bwrap(policy: Policy) -> list[str]:
     # sealed copy (nothing can change it) and becomes bubblewrap. An editor's terminal,
     # which only runs an argv, can do the same.
     return ["/bin/sh", "-c", 'exec "$@" 3< "$0"', _sealed_filter(), *args]
+
+
+def _landlock_filter(network: bool) -> str:
+    """The Landlock launcher's seccomp filter, compiled here (in hex) so that it need not
+    compile it at each command."""
+    from acp_server.confine.landlock_exec import abi, ip_rule
+    from acp_server.confine.seccomp import program
+
+    return program(ip=ip_rule(network, abi()), unix=False).hex()
 
 
 _SEALED: dict[int, str] = {}  # this process's id -> its sealed filter's path

@@ -307,6 +307,12 @@ def test_a_socketpair_still_works_inside(how: Mechanism, home: Path, project: Pa
     assert status == 0 and out.strip() == "ok", out
 
 
+def test_a_closed_pipe_still_ends_a_command_inside(how: Mechanism, project: Path) -> None:
+    """SIGPIPE is not left ignored by the launcher's interpreter: `yes` ends quietly."""
+    status, out = run("yes | head -1", policy("workspace-write", project), how, project)
+    assert status == 0 and out == "y\n", out
+
+
 # --- finding 9: nothing outlives the command's end -----------------------------------------
 
 
