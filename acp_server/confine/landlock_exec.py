@@ -12,14 +12,16 @@ confines itself, and runs the command, which inherits every restriction and can 
 - no capabilities: as root the bounding, permitted, effective, inheritable and ambient sets
   are emptied, with no-new-privileges, so root inside is an ordinary owner of its files (no
   mounts, no other processes' memory or environment, no network configuration).
-- the seccomp filter of `seccomp.py` (loaded by its path): no unix sockets, no UDP, MPTCP
-  or raw IP when the network is off, no TIOCSTI, no io_uring, no kernel keyrings.
-- a PID namespace where the kernel gives one (as root; as a user where user namespaces are
-  allowed): the launcher waits outside while a first process inside runs the command in a
-  new session, and when the command ends, or the launcher is ended, the kernel ends every
-  process left in the namespace, `setsid` ones included. Where none can be had, the command
-  runs in place of the launcher, in a new session where possible, and a process that leaves
-  its group (`setsid`) can outlive it.
+- the seccomp filter of `seccomp.py` (compiled by the agent and given in the policy, else
+  built from that file, loaded by its path): no unix sockets, no UDP, MPTCP or raw IP when
+  the network is off, no TIOCSTI, no io_uring, no kernel keyrings.
+- a PID and a mount namespace where the kernel gives them (as root; as a user where user
+  namespaces are allowed), with an empty /dev/shm of its own: the launcher waits outside
+  while a first process inside runs the command in a new session, and when the command ends,
+  or the launcher is ended, the kernel ends every process left in the namespace, `setsid`
+  ones included. Where none can be had, the command runs in place of the launcher, in a new
+  session where possible, without /dev/shm, and a process that leaves its group (`setsid`)
+  can outlive it.
 
 Landlock only ever allows, so a hidden path is kept unreadable by granting reading on each of
 its siblings, level by level down from `/`, never on a directory above it; directories stay
@@ -43,7 +45,8 @@ RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 24, 22, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER = 47, 4, 2
 CAPABILITY_VERSION_3 = 0x20080522
-CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_SLAVE = 2, 4, 8, 1 << 14, 1 << 19
 
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 # REMOVE_DIR .. MAKE_SYM (bits 4-12): every way of changing a directory's entries (ABI 1).
@@ -239,14 +242,14 @@ def install(compiled: bytes) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
 
 
-def _pid_namespace() -> bool:
-    """Have the next child made the first process of a new PID namespace: as root directly,
-    as a user in a user namespace of its own (uid and gid mapped to themselves). False where
-    the kernel allows neither."""
-    if _libc.unshare(CLONE_NEWPID) == 0:
+def _namespaces() -> bool:
+    """Have the next child made the first process of a new PID namespace, in a mount namespace
+    of its own: as root directly, as a user in a user namespace of its own too (uid and gid
+    mapped to themselves). False where the kernel allows neither."""
+    if _libc.unshare(CLONE_NEWPID | CLONE_NEWNS) == 0:
         return True
     uid, gid = os.getuid(), os.getgid()
-    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0:
+    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0:
         return False
     maps = {"setgroups": "deny", "uid_map": f"{uid} {uid} 1", "gid_map": f"{gid} {gid} 1"}
     for name, text in maps.items():
@@ -255,12 +258,22 @@ def _pid_namespace() -> bool:
     return True
 
 
+def _private_shm() -> bool:
+    """In the new mount namespace, an empty /dev/shm of the command's own (POSIX shared memory
+    and semaphores: Python's multiprocessing needs them), none of the host's files in it.
+    False when it cannot be mounted: the command then has no /dev/shm to write."""
+    slave = _libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_SLAVE), None) == 0
+    flags = ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    return slave and int(_libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", flags, b"mode=1777")) == 0
+
+
 def confine(policy: dict[str, object]) -> bool:
     """Everything of the module's doc, in this process; True when the command is to run in
     the new PID namespace (`run_as_init`)."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # whoever started the command ended: so does it
-    namespaced = _pid_namespace()
-    restrict(policy)
+    namespaced = _namespaces()
+    shm = ["/dev/shm"] if namespaced and _private_shm() else []
+    restrict({**policy, "writable": [*policy.get("writable", []), *shm]})  # type: ignore[misc]
     drop_capabilities()
     install_filter(policy, abi())
     return namespaced

@@ -313,6 +313,14 @@ def test_a_closed_pipe_still_ends_a_command_inside(how: Mechanism, project: Path
     assert status == 0 and out == "y\n", out
 
 
+def test_multiprocessing_still_works_inside(how: Mechanism, project: Path) -> None:
+    """Its locks and queues are POSIX semaphores in /dev/shm: a private one inside (under
+    Landlock where a mount namespace can be made: as root here)."""
+    code = "import multiprocessing as m; q = m.Queue(); q.put('ok'); print(q.get())"
+    status, out = run(python(code), policy("workspace-write", project), how, project)
+    assert status == 0 and out.strip() == "ok", out
+
+
 # --- finding 9: nothing outlives the command's end -----------------------------------------
 
 
