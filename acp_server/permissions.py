@@ -17,7 +17,10 @@ project counts as outside. Remembered rules never reach outside the roots.
 "Always" answers become scoped rules: a command rule matches the same leading words
 (`git status` allows `git status --short`, never `git push` or `rm`), and never matches a
 command line with shell operators (`;`, `&&`, `|`, redirections, `$(…)`), since those can
-chain anything behind an allowed prefix. An edit rule covers one directory tree; a fetch rule,
+chain anything behind an allowed prefix. A command that asks to run outside the sandbox (an
+escalation) is never allowed by a rule, old rule files included, and is offered no "always":
+what `make` runs is the Makefile, which a command in the sandbox may rewrite without a
+question. An edit rule covers one directory tree; a fetch rule,
 one host (`docs.python.org`). Rules live
 for the session and are saved per project directory (see `RuleStore`).
 """
@@ -68,6 +71,10 @@ class Permit:
     # reach the network): in ask and accept-edits mode it needs no question.
     sandboxed: bool = False
     reason: str | None = None  # why the model asks to run it outside the sandbox (shown)
+    # A command asked to run outside a sandbox that is in force: no remembered rule allows it,
+    # and "always allow" is not offered, since a command in the sandbox (no question asked)
+    # could change what it runs (a Makefile, package.json's scripts, conftest.py).
+    escalation: bool = False
     url: str | None = None  # a web page fetched (fetch rules match its host)
 
 
@@ -115,7 +122,10 @@ def command_words(command: str) -> list[str] | None:
 
 
 def rule_for(effect: Effect, permit: Permit, allow: bool) -> Rule | None:
-    """The narrowest useful rule for an "always" answer to this request (None: none fits)."""
+    """The narrowest useful rule for an "always" answer to this request (None: none fits;
+    an escalation out of the sandbox is allowed once at a time, never always)."""
+    if allow and permit.escalation:
+        return None
     if effect == "execute":
         words = command_words(permit.command or "")
         if not words:
@@ -169,7 +179,7 @@ def decide(
         return Decision("deny", "Refused: the user chose to always reject this kind of call.")
     if outside:
         return Decision("ask", f"{outside[0]} is outside the project")
-    if matching or effect == "read":
+    if effect == "read" or (matching and not permit.escalation):
         return Decision("allow")
     if effect == "execute" and permit.sandboxed and mode in ("ask", "accept_edits"):
         return Decision("allow")

@@ -7,6 +7,8 @@ So:
 - `redact(text)` replaces every known key, and whatever follows `Bearer `, `x-api-key:`,
   `api_key=` or `Authorization:`, with `[redacted]`. Backend errors pass through it where they
   are made (`backends._http.BackendError`), and so does every log line (see `cli`).
+- `hide_keys(text)` / `hide_keys_in(value)` replace the known keys only; every tool result
+  passes through them (`tools.toolbox`) before the model, the editor or the store sees it.
 - `command_environment(env)` is `env` without the key variables, for the commands the model
   runs; `key_variables()` names them, for editor terminals that can only set variables.
 
@@ -23,7 +25,9 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar, cast
 
+T = TypeVar("T")
 KEY_VARIABLES = frozenset({"OPENAI_API_KEY", "ANTHROPIC_API_KEY"})
 MIN_SECRET_CHARS = 8
 REDACTED = "[redacted]"
@@ -88,11 +92,46 @@ def known_secrets() -> frozenset[str]:
     return frozenset(_remembered | {v for v in configured if len(v) >= MIN_SECRET_CHARS})
 
 
-def redact(text: str) -> str:
-    """`text` with every known key and every labelled credential replaced by [redacted]."""
-    for secret in sorted(known_secrets(), key=len, reverse=True):
+def hide_keys(text: str) -> str:
+    """`text` with every known key replaced by [redacted], and nothing else: unlike `redact`,
+    it leaves labelled values alone, so a file that says `api_key = os.environ[...]` reads as
+    it is (for tool results: what the model reads must still match the file)."""
+    return _hide(text, _longest_first(known_secrets()))
+
+
+def hide_keys_in(value: T) -> T:
+    """A JSON-like value (an update, a tool's content) with every known key in its strings
+    replaced by [redacted]; the value itself is left as it is."""
+    secrets = _longest_first(known_secrets())
+    return cast(T, _hide_in(value, secrets)) if secrets else value
+
+
+def _longest_first(secrets: frozenset[str]) -> list[str]:
+    return sorted(secrets, key=len, reverse=True)  # a key that contains another goes first
+
+
+def _hide(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
+    return text
+
+
+def _hide_in(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return _hide(value, secrets)
+    if isinstance(value, dict):
+        return {key: _hide_in(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_hide_in(item, secrets) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_hide_in(item, secrets) for item in value)
+    return value
+
+
+def redact(text: str) -> str:
+    """`text` with every known key and every labelled credential replaced by [redacted]."""
+    text = hide_keys(text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     return _LABELLED.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) or "") + REDACTED, text)
 

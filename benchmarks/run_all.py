@@ -50,6 +50,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("load.py", ["--messages", "2000", "--runs", "10"], ["--messages", "500", "--runs", "5"]),
     ("mcp_session.py", ["--runs", "10"], ["--runs", "3"]),
     ("sandbox.py", ["--runs", "20"], ["--runs", "5"]),
+    ("own_git.py", ["--runs", "20"], ["--runs", "5"]),
     ("compaction.py", [], ["--turns", "30", "--short-turns", "40"]),
     ("search.py", ["--runs", "10"], ["--runs", "3", "--files", "5000"]),
 ]

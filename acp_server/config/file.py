@@ -69,6 +69,7 @@ class Config:
     mcp_servers: tuple[ServerConfig, ...] = ()  # [mcp_servers.NAME]
     fetch: FetchSettings = field(default_factory=FetchSettings)  # [fetch]
     sandbox: str | None = None  # the sandbox level of commands
+    command_env: tuple[str, ...] = ()  # variables commands may see besides the allowlist
     mcp_tool_share: float | None = None  # of the window, for MCP tools (None: the default)
     path: Path | None = None  # the file read (None: no file, built-in defaults)
     stamp: tuple[int, int] | None = field(default=None, compare=False)  # (mtime ns, size)
@@ -328,6 +329,7 @@ def _build(
         mcp_servers=mcp_servers,
         fetch=FetchSettings(**data.get("fetch", {})),
         sandbox=data.get("sandbox"),
+        command_env=tuple(data.get("command_env", ())),
         mcp_tool_share=data.get("mcp_tool_share"),
         path=path,
         stamp=stamp,

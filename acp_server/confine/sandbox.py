@@ -9,11 +9,20 @@ Levels (the configuration file's `sandbox`, `ACP_SERVER_SANDBOX`, `--sandbox`):
 | `workspace-write` | the session's roots and a private tmp    | no      | hidden              |
 | `workspace-net`   | the session's roots and a private tmp    | yes     | hidden              |
 
+Secrets (`confine.secrets`: credential files, shell history, the agent's own data, logs and
+keys) are hidden at every confined level, also when a root contains them (a session whose
+folder is HOME), and under their real path as well as the one named.
+
 How: bubblewrap when it is installed (the whole filesystem bound read-only, the roots and the
-private temp dir bound writable, secrets covered by empty ones, a fresh network namespace
-when the network is off), else Landlock (`landlock_exec`, Linux 5.13+), else on macOS a
-sandbox-exec profile. With none of them a level other than `off` cannot be kept: `mechanism`
-is None, the session says so once, and every command asks as it did before the sandbox.
+private temp dir bound writable, then the secrets covered by empty read-only ones, a fresh
+network namespace when the network is off), else Landlock (`landlock_exec`, Linux 5.13+),
+else on macOS a sandbox-exec profile. With none of them a level other than `off` cannot be
+kept: `mechanism` is None, the session says so once, and every command asks as it did before
+the sandbox.
+
+In a writable root the version-control folders (`.git`, `.hg`, `.jj`) stay read-only
+(`vcs_guard`): what is in them decides what the user's own git runs. The agent's own git runs
+in the read-only level (`own_git`).
 
 A sandbox confines; it does not judge: a command inside it can still delete or rewrite files
 of the project, use up the machine, or print the project's secrets into its output.
@@ -32,15 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from acp_server.confine import vcs_guard
+from acp_server.confine.secrets import hidden_paths
+
 Level = Literal["off", "read-only", "workspace-write", "workspace-net"]
 LEVELS: tuple[Level, ...] = ("off", "read-only", "workspace-write", "workspace-net")
 DEFAULT_LEVEL: Level = "workspace-write"
 Mechanism = Literal["bubblewrap", "landlock", "seatbelt"]
 SANDBOX_ENV = "ACP_SERVER_SANDBOX"
-# Never readable from inside: where keys and credentials live. The agent's own key store (its
-# configuration directory) is added by the session.
-SECRET_DIRS = (".ssh", ".aws", ".gnupg", ".config/gcloud", ".azure", ".kube", ".docker",
-               ".netrc", ".git-credentials", ".pypirc", ".npmrc")  # fmt: skip
 _LANDLOCK = Path(__file__).with_name("landlock_exec.py")
 # What a denied write or connection prints: bubblewrap's read-only binds, Landlock's EACCES,
 # a network namespace with nothing but loopback, a name that cannot be resolved there.
@@ -51,6 +59,7 @@ _DENIED_NET = re.compile(
     r"Permission denied.*(connect|socket)|(connect|socket).*Permission denied",
     re.IGNORECASE,
 )
+_VCS_PATH = re.compile(r"(^|[/\s'\"])\.(git|hg|jj)([/\s'\":]|$)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ class Policy:
 
     level: Level
     writable: tuple[Path, ...]  # the session's roots
-    hidden: tuple[Path, ...]  # secrets: unreadable inside
+    hidden: tuple[Path, ...]  # secrets: unreadable and unwritable inside, roots or not
     tmp: Path  # the private temp dir (TMPDIR inside)
 
     @property
@@ -90,17 +99,16 @@ def key_store() -> Path:
 
 
 def policy_for(level: Level, roots: tuple[Path, ...], key_store: Path | None) -> Policy:
-    """The policy of a session with these roots (a private temp dir made for it)."""
-    home = Path.home()
-    hidden = [home / name for name in SECRET_DIRS if (home / name).exists()]
-    if key_store is not None and key_store.exists():
+    """The policy of a session with these roots (a private temp dir made for it). Every secret
+    that exists is hidden (`secrets.hidden_paths`, and `key_store`), inside a root too."""
+    hidden = list(hidden_paths())
+    if key_store is not None and os.path.lexists(key_store) and key_store not in hidden:
         hidden.append(key_store)
     import tempfile  # here, like shutil: with bz2, lzma and random they cost a session ~3 ms
 
     tmp = Path(tempfile.mkdtemp(prefix="acp-sandbox-"))
     writable = () if level == "read-only" else tuple(roots)
-    inside = [h for h in hidden if not any(h == r or r in h.parents for r in writable)]
-    return Policy(level, writable, tuple(inside), tmp)
+    return Policy(level, writable, tuple(hidden), tmp)
 
 
 def mechanism() -> Mechanism | None:
@@ -176,6 +184,7 @@ def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
             "writable": [str(p) for p in (*policy.writable, policy.tmp)],
             "hidden": [str(p) for p in policy.hidden],
             "network": policy.network,
+            "read_only": [str(p) for p in vcs_guard.protected(policy.writable)],
             "seccomp": _landlock_filter(policy.network),
         }
         return [sys.executable, "-I", "-S", str(_LANDLOCK), json.dumps(rules), "--", *argv]
@@ -199,48 +208,42 @@ def _bwrap(policy: Policy) -> list[str]:
     args = _bwrap_base(shutil.which("bwrap") or "bwrap")
     for root in policy.writable:
         args += ["--bind", str(root), str(root)]
+    args += vcs_guard.bwrap_args(policy.writable)  # .git, .hg, .jj read-only again
     args += ["--bind", str(policy.tmp), str(policy.tmp)]
-    for secret in policy.hidden:
-        if secret.is_dir():
-            args += ["--tmpfs", str(secret)]
-        else:
-            args += ["--ro-bind", "/dev/null", str(secret)]
+    args += _bwrap_hide(policy.hidden)
     if not policy.network:
         args.append("--unshare-net")  # with only a loopback of its own, IP of any kind is local
     args += ["--seccomp", "3", "--setenv", "TMPDIR", str(policy.tmp)]
     # bubblewrap reads the filter from a descriptor: the shell opens it from the agent's
     # sealed copy (nothing can change it) and becomes bubblewrap. An editor's terminal,
     # which only runs an argv, can do the same.
-    return ["/bin/sh", "-c", 'exec "$@" 3< "$0"', _sealed_filter(), *args]
+    from acp_server.confine.seccomp import program, sealed_copy
+
+    return ["/bin/sh", "-c", 'exec "$@" 3< "$0"', sealed_copy(program(ip="all")), *args]
 
 
 def _landlock_filter(network: bool) -> str:
     """The Landlock launcher's seccomp filter, compiled here (in hex) so that it need not
     compile it at each command."""
-    from acp_server.confine.landlock_exec import abi, ip_rule
+    from acp_server.confine.landlock_exec import abi
+    from acp_server.confine.launch import ip_rule
     from acp_server.confine.seccomp import program
 
     return program(ip=ip_rule(network, abi()), unix=False).hex()
 
 
-_SEALED: dict[int, str] = {}  # this process's id -> its sealed filter's path
-
-
-def _sealed_filter() -> str:
-    """The path of the bubblewrap sandbox's seccomp filter: a sealed memory file this process
-    holds open (made once), read through /proc as long as it runs."""
-    pid = os.getpid()
-    if pid not in _SEALED:
-        import fcntl
-
-        from acp_server.confine.seccomp import program
-
-        fd = os.memfd_create("acp-server-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        os.write(fd, program(ip="all", unix=False))
-        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
-        _SEALED[pid] = f"/proc/{pid}/fd/{fd}"
-    return _SEALED[pid]
+def _bwrap_hide(hidden: tuple[Path, ...]) -> list[str]:
+    """bubblewrap's arguments covering each secret, after the writable binds so that a root
+    that contains one (a session in HOME) does not uncover it: a folder by an empty read-only
+    tmpfs, a file by /dev/null bound read-only. Both names of a secret reached through a
+    symlink are in `hidden`; a mount over either covers the same file."""
+    args: list[str] = []
+    for secret in hidden:
+        if os.path.isdir(secret):
+            args += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
+        elif os.path.exists(secret):  # a dangling link hides nothing
+            args += ["--ro-bind", "/dev/null", str(secret)]
+    return args
 
 
 def _seatbelt(policy: Policy) -> str:
@@ -249,8 +252,9 @@ def _seatbelt(policy: Policy) -> str:
     hidden = " ".join(f'(subpath "{p}")' for p in policy.hidden)
     allowed = f'(require-any {writes} (literal "/dev/null"))'
     rules = ["(version 1)", "(allow default)", f"(deny file-write* (require-not {allowed}))"]
-    if hidden:
-        rules.append(f"(deny file-read* {hidden})")
+    rules += vcs_guard.seatbelt_rules(policy.writable)
+    if hidden:  # after the roots' writes: a root holding a secret does not uncover it
+        rules.append(f"(deny file-read* file-write* {hidden})")
     # Unix sockets (the Docker daemon, the ssh-agent, launchd's services): none, but with the
     # network on the system's name resolution, which is one (a later rule wins).
     rules.append('(deny network-outbound (remote unix-socket (path-regex #"^/")))')
@@ -278,9 +282,15 @@ def blocked_note(output: str, ok: bool, policy: Policy) -> str | None:
         return None
     what = "a network connection" if net else "a write or read outside what it may touch"
     where = ", ".join(str(p) for p in policy.writable) or "nowhere (read-only)"
+    vcs = (
+        " (but not in their version-control folders, .git, .hg and .jj: committing, fetching "
+        "or changing the repository's settings is done outside the sandbox)"
+        if policy.writable and _VCS_PATH.search(output)
+        else ""
+    )
     return (
         f"This command may have been blocked by the sandbox ({policy.level}): it refused "
-        f"{what}. Inside the sandbox commands may write only in {where} and the temp dir "
+        f"{what}. Inside the sandbox commands may write only in {where}{vcs} and the temp dir "
         f"$TMPDIR{'' if policy.network else ', and have no network'}. If the command must do "
         "this, run it again with `outside_sandbox: true` and a `reason`: the user is asked."
     )
@@ -308,10 +318,12 @@ def describe(level: Level, how: Mechanism | None) -> str:
 
 class Sandbox:
     """One session's sandbox: made with the session, its private temp dir at the first
-    command, removed with the session (`close`)."""
+    command, removed with the session (`close`). `passed`: the variables the user lets
+    commands see besides the allowlist (`command_env`), at every level."""
 
-    def __init__(self, level: Level, roots: tuple[Path, ...]) -> None:
+    def __init__(self, level: Level, roots: tuple[Path, ...], passed: tuple[str, ...] = ()) -> None:
         self.level = level
+        self.passed = passed
         self._roots = roots
         self._policy: Policy | None = None
         self._on_decided: Callable[[], None] | None = None

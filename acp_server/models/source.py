@@ -157,6 +157,11 @@ class ModelSource:
         return self._config.sandbox if self._config is not None else None
 
     @property
+    def command_env(self) -> tuple[str, ...]:
+        """The configuration file's `command_env`: variables commands may see."""
+        return self._config.command_env if self._config is not None else ()
+
+    @property
     def mcp_tool_share(self) -> float | None:
         """The file's `mcp_tool_share` (None: the default share)."""
         return self._config.mcp_tool_share if self._config is not None else None

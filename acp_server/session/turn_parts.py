@@ -116,7 +116,8 @@ class TurnParts:
 
             if self._sandbox is None:
                 level = parse_level(self._settings.sandbox or DEFAULT_LEVEL, "sandbox")
-                self._sandbox = Sandbox(level, self._roots)
+                passed = self._settings.command_env
+                self._sandbox = Sandbox(level, self._roots, passed)
             tools = [
                 *default_tools(self._settings.fetch),
                 *(self._mcp.tools() if self._mcp else ()),

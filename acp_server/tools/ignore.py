@@ -15,11 +15,12 @@ semantics): list_directory uses it, and so do grep and glob where ripgrep is not
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from acp_server.confine import own_git
 
 if TYPE_CHECKING:
     import pathspec
@@ -70,19 +71,9 @@ def global_excludes(cwd: Path) -> Path | None:
 
 
 def _configured_excludes(cwd: Path) -> Path | None:
-    try:
-        done = subprocess.run(
-            ["git", "config", "--type=path", "--get", "core.excludesFile"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=_GIT_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None  # no git here: only its default location can hold the user's excludes
-    value = done.stdout.strip()
-    return Path(value).expanduser() if done.returncode == 0 and value else None
+    # As the agent's own git: the minimal environment, no pager, nothing the repository names.
+    value = own_git.config_get("git", cwd, "core.excludesFile", _GIT_TIMEOUT, "--type=path")
+    return Path(value).expanduser() if value else None
 
 
 def _default_excludes() -> Path | None:

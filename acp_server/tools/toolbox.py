@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from acp_server import schemas, updates
+from acp_server import redaction, schemas, updates
 from acp_server.confine.sandbox import Sandbox
 from acp_server.context.profile import ToolRoom
 from acp_server.editor_api import ClientRequestFailed, EditorApi
@@ -36,6 +37,11 @@ from acp_server.tools.jobs import Jobs
 from acp_server.tools.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)
+ONCE_ONLY = (
+    "This can only be allowed once: a command outside the sandbox is asked about every time, "
+    "since commands in the sandbox run without asking and could change what this one runs "
+    "(a Makefile, package.json scripts, test configuration)."
+)
 
 
 class Toolbox:
@@ -99,9 +105,12 @@ class Toolbox:
     def announce(self, call: ToolCall) -> updates.Update:
         tool = self.find(call.name)
         if tool is None:
-            return updates.tool_call(call.id, call.name, name=call.name, raw_input=call.arguments)
+            unknown = updates.tool_call(
+                call.id, call.name, name=call.name, raw_input=call.arguments
+            )
+            return redaction.hide_keys_in(unknown)
         shown = tool.present(call.arguments, self._context(call, lambda _: None))
-        return updates.tool_call(
+        announced = updates.tool_call(
             call.id,
             shown.title,
             name=tool.name,
@@ -109,9 +118,21 @@ class Toolbox:
             raw_input=call.arguments,
             locations=shown.locations,
         )
+        return redaction.hide_keys_in(announced)
 
     async def run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
-        """Validate, gate and run one call; failures come back as results."""
+        """Validate, gate and run one call; failures come back as results. The agent's known
+        keys are hidden in all it shows and returns (a command may print one), here, once for
+        every tool, before the model, the editor or the store sees them."""
+        outcome = await self._run(call, lambda update: emit(redaction.hide_keys_in(update)))
+        return replace(
+            outcome,
+            text=redaction.hide_keys(outcome.text),
+            content=redaction.hide_keys_in(outcome.content),
+            raw_output=redaction.hide_keys_in(outcome.raw_output),
+        )
+
+    async def _run(self, call: ToolCall, emit: Emit) -> ToolOutcome:
         tool = self.find(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
@@ -191,7 +212,7 @@ class Toolbox:
             content=request.preview or [_command_preview(request)],
             locations=shown.locations or None,
         )
-        outcome = await self.client.request_permission(tool_call, options)
+        outcome = await self.client.request_permission(redaction.hide_keys_in(tool_call), options)
         if outcome.get("outcome") == "cancelled":
             raise CancelledByUser
         chosen = outcome.get("optionId") if outcome.get("outcome") == "selected" else None
@@ -230,6 +251,8 @@ def _command_preview(request: Permit) -> dict[str, Any]:
         text = fence(request.command, "sh") + where
         if request.reason is not None:
             text += f"\n\nOutside the sandbox, because: {request.reason}"
+        if request.escalation:
+            text += f"\n\n{ONCE_ONLY}"
     else:
         text = "\n".join(str(p) for p in request.paths) or "(no details)"
     return updates.text_content(text)

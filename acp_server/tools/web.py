@@ -9,17 +9,20 @@ are followed one at a time (at most `MAX_REDIRECTS`), each hop checked again, an
 another host asks again. The download stops at `MAX_BYTES` and `TOTAL_SECONDS`, and the text
 the model reads is clipped to `MODEL_MAX_CHARS`.
 
-The address check resolves the host before connecting; a DNS answer that changes between the
-check and the connection (rebinding) is not caught. HTML becomes Markdown with `markdownify`
+Each hop's host is resolved once and every address checked (`addresses`, IPv4 carried in IPv6
+included); the request then goes to a checked address, with the name in the Host header and in
+TLS (SNI and the certificate check), so a DNS answer that changes after the check (rebinding)
+leads nowhere new. Proxies from the environment are not used: they would connect wherever
+their own DNS says. HTML becomes Markdown with `markdownify`
 (a well-kept converter; scripts, styles and the like are removed first).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import contextlib
 import re
-import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -27,6 +30,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from acp_server.permissions import Permit, url_host
+from acp_server.tools.addresses import Resolve, addresses, system_resolve
 from acp_server.tools.base import (
     Presentation,
     Tool,
@@ -40,6 +44,7 @@ from acp_server.tools.base import (
 MAX_REDIRECTS = 5
 MAX_BYTES = 2 * 1024 * 1024
 TOTAL_SECONDS = 30.0
+CONNECT_SECONDS = 10.0  # per request, for connecting and for each read
 MODEL_MAX_CHARS = 20_000
 HEADERS = {"User-Agent": "acp-server (fetch_url)", "Accept": "text/html, text/*;q=0.9, */*;q=0.5"}
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
@@ -73,42 +78,19 @@ def checked_url(url: str) -> str:
     return url.strip()
 
 
-async def check_address(url: str, allow_private: bool) -> None:
-    """Refuse a host that is (or resolves to) a private, loopback or link-local address."""
-    if allow_private:
-        return
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        addresses = [ipaddress.ip_address(host)]
-    except ValueError:
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, parts.port or 443, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise ToolFailure(f"Cannot find the host {host} ({exc.strerror}).") from exc
-        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
-    for address in addresses:
-        mapped = getattr(address, "ipv4_mapped", None) or address
-        if not mapped.is_global or mapped.is_multicast:
-            raise ToolFailure(
-                f"Refused: {host} is a private or local address ({address}). The user can "
-                "allow such addresses with `allow_private = true` in the [fetch] table of the "
-                "configuration file, or ACP_SERVER_FETCH_ALLOW_PRIVATE=1."
-            )
-
-
 async def _ask(ctx: ToolContext, url: str) -> None:
     await ctx.permit(Permit(url=url, preview=[text_content(f"Fetch {url}")]))
 
 
-async def fetch(url: str, ctx: ToolContext, allow_private: bool) -> Page:
+async def fetch(url: str, ctx: ToolContext, allow_private: bool, resolve: Resolve) -> Page:
     """GET `url`, following redirects one by one, each hop checked (and asked, on a new host)."""
     hops = [url]
-    async with httpx.AsyncClient(follow_redirects=False, timeout=10.0) as client:
+    # A transport of our own: no proxy from the environment (a proxy would connect wherever
+    # its DNS says), and no connection kept for the next hop (it was opened for another name).
+    transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+    async with httpx.AsyncClient(transport=transport, follow_redirects=False) as client:
         for _ in range(MAX_REDIRECTS + 1):
-            await check_address(url, allow_private)
-            async with client.stream("GET", url, headers=HEADERS) as response:
+            async with _get(client, url, allow_private, resolve) as response:
                 location = response.headers.get("location")
                 if not (response.is_redirect and location):
                     return await _page(response, url, hops)
@@ -118,6 +100,40 @@ async def fetch(url: str, ctx: ToolContext, allow_private: bool) -> Page:
             url = following
             hops.append(url)
     raise ToolFailure(f"Too many redirects (more than {MAX_REDIRECTS}): " + " → ".join(hops))
+
+
+@contextlib.asynccontextmanager
+async def _get(
+    client: httpx.AsyncClient, url: str, allow_private: bool, resolve: Resolve
+) -> AsyncIterator[httpx.Response]:
+    """GET `url` from an address its host was checked to have (see `_send`)."""
+    target = httpx.URL(url)
+    name = target.raw_host.decode("ascii")
+    port = target.port or (443 if target.scheme == "https" else 80)
+    response = await _send(client, target, await addresses(name, port, allow_private, resolve))
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
+async def _send(client: httpx.AsyncClient, target: httpx.URL, found: list[str]) -> httpx.Response:
+    """The request goes to one of the `found` addresses, the next one being tried when one
+    refuses the connection, with the name in the Host header and, for https, in the TLS
+    handshake (SNI) and the certificate check."""
+    headers = {**HEADERS, "Host": target.netloc.decode("ascii")}
+    sni = {"sni_hostname": target.raw_host.decode("ascii")}
+
+    def request(address: str) -> httpx.Request:
+        to = target.copy_with(host=address)
+        return client.build_request(
+            "GET", to, headers=headers, timeout=CONNECT_SECONDS, extensions=sni
+        )
+
+    for address in found[:-1]:
+        with contextlib.suppress(httpx.ConnectError):
+            return await client.send(request(address), stream=True)
+    return await client.send(request(found[-1]), stream=True)
 
 
 async def _page(response: httpx.Response, url: str, hops: list[str]) -> Page:
@@ -185,15 +201,16 @@ def _present(args: dict[str, Any], ctx: ToolContext) -> Presentation:
     return Presentation(f"Fetch {url}" if isinstance(url, str) and url else "Fetch a web page")
 
 
-def fetch_tool(allow_private: bool) -> Tool:
-    """The fetch_url tool; `allow_private` lets it reach private and loopback addresses."""
+def fetch_tool(allow_private: bool, resolve: Resolve = system_resolve) -> Tool:
+    """The fetch_url tool; `allow_private` lets it reach private and loopback addresses,
+    `resolve` finds a host's addresses (the system's resolver unless a test stands in)."""
 
     async def run(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         url = checked_url(str(args["url"]))
         await _ask(ctx, url)
         try:
             async with asyncio.timeout(TOTAL_SECONDS):
-                page = await fetch(url, ctx, allow_private)
+                page = await fetch(url, ctx, allow_private, resolve)
         except TimeoutError as exc:
             raise ToolFailure(f"{url} took longer than {TOTAL_SECONDS:g} s; stopped.") from exc
         except httpx.HTTPError as exc:

@@ -6,20 +6,22 @@ is a repository. Git is asked once per turn with one `git status --porcelain --b
 by `GIT_TIMEOUT` (with GIT_OPTIONAL_LOCKS=0, so that it never takes the index lock from the
 user's own git), and never before `session/new` is answered: the session starts the probe
 after its answer (`Workspace.start`), and a later turn waits for a new status for at most
-`workspace.TURN_WAIT`.
+`workspace.TURN_WAIT`. It runs as the agent's own git (`confine.own_git`): none of the
+programs the repository's settings name (fsmonitor, hooks, filters), no keys in its
+environment, inside the read-only sandbox where the machine has one.
 A folder without `.git` above it costs no process at all.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import re
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from acp_server.confine import own_git
 
 GIT_TIMEOUT = 2.0  # seconds
 STATUS_LINES = 20  # changed files shown; the rest are counted
@@ -63,29 +65,21 @@ async def git_state(cwd: Path, timeout: float = GIT_TIMEOUT) -> GitState:
     git = shutil.which("git")
     if git is None:
         return GitState(problem="git is not installed")
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
-    command = (git, "-c", "core.quotepath=off", "status", "--porcelain=v1", "--branch")
+    # The project's settings may name programs (fsmonitor, filters, hooks): own_git runs
+    # none of them, with no keys in its environment, inside the read-only sandbox.
+    command = ("-c", "core.quotepath=off", "status", "--porcelain=v1", "--branch",
+               "--ignore-submodules=dirty")  # fmt: skip
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        code, out, err = await own_git.run(git, command, cwd, timeout)
+    except TimeoutError:
+        return GitState(problem=f"git status took longer than {timeout:g} s")
     except OSError as exc:
         return GitState(problem=f"git could not be started ({exc.strerror or exc})")
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):  # it may have ended meanwhile
-            proc.kill()
-        await proc.wait()
-        return GitState(problem=f"git status took longer than {timeout:g} s")
-    if proc.returncode != 0:
+    except ValueError as exc:
+        return GitState(problem=f"git status was not run: {exc}")
+    if code != 0:
         said = err.decode("utf-8", "replace").strip().splitlines()
-        return GitState(problem=f"git status failed ({said[0] if said else proc.returncode})")
+        return GitState(problem=f"git status failed ({said[0] if said else code})")
     return parse_status(out.decode("utf-8", "replace"))
 
 

@@ -6,10 +6,11 @@ the URL, and "always allow" is remembered for the host."""
 from __future__ import annotations
 
 import http.server
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -23,11 +24,15 @@ PAGE = (
     "<h1>Widgets</h1><p>Use <code>make check</code> and <a href='/more'>read more</a>.</p>"
     "<ul><li>one</li><li>two</li></ul><script>alert('no')</script></body></html>"
 )
+PUBLIC = "93.184.215.14"  # a public address, never reached: the stand-in refuses it
 BIG = "<html><body>" + "".join(f"<p>paragraph {i}</p>" for i in range(20_000)) + "</body></html>"
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
+    requests: ClassVar[list[str]] = []  # every path asked, since the site started
+
     def do_GET(self) -> None:
+        self.requests.append(self.path)
         if self.path == "/elsewhere":  # the same server under another host name
             self.send_response(302)
             port = self.headers["Host"].rsplit(":", 1)[1]
@@ -64,6 +69,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def site() -> Iterator[str]:
+    Handler.requests = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -166,3 +172,30 @@ async def test_a_redirect_to_another_host_asks_again(
     assert "# Widgets" in result_text(frames, "fetch_url")
     shown = [r["toolCall"]["content"][0]["content"]["text"] for r in editor.permission_requests]
     assert shown == [f"Fetch {site}/elsewhere", f"Fetch http://localhost:{port}/page"]
+
+
+async def test_a_dns_answer_that_changes_after_the_check_leads_nowhere_new(
+    server_factory: Start, script: Any, tmp_path: Path, site: str
+) -> None:
+    """DNS rebinding: `rebind.test` is a public address when checked and 127.0.0.1 after (a
+    stand-in resolver in the agent, tests/support/dns_standin). The agent must connect to
+    the address it checked (refused here: no internet), never to the site on 127.0.0.1."""
+    port = site.rsplit(":", 1)[1]
+    log = tmp_path / "standin.log"
+    standin = Path(__file__).parents[1] / "support" / "dns_standin"
+    env = {
+        "ACP_SERVER_DATA_DIR": str(tmp_path / "d"),
+        "PYTHONPATH": os.pathsep.join([str(standin), os.environ.get("PYTHONPATH", "")]),
+        "STANDIN_PUBLIC_ADDRESS": PUBLIC,
+        "STANDIN_LOG": str(log),
+    }
+    rounds = [call("fetch_url", url=f"http://rebind.test:{port}/page"), {"text": "read"}]
+    editor = FakeEditor(choose=lambda params: "allow_once")
+    server = await server_factory("--script", str(script(rounds)), env=env)
+    session = await open_session(server, editor, tmp_path)
+    stop, frames = await run_prompt(server, session)
+    assert stop == "end_turn"
+    text = result_text(frames, "fetch_url", 0)
+    assert Handler.requests == [], text  # nothing reached the server on 127.0.0.1
+    assert "Widgets" not in text and f"Cannot fetch http://rebind.test:{port}/page" in text
+    assert log.read_text().splitlines() == [f"resolve {PUBLIC}", f"connect {PUBLIC}"]

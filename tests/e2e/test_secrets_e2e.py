@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.test_tools_e2e import final_updates, open_session
 from tests.support.fake_editor import FakeEditor
 from tests.support.mock_llm import MockLLM
 from tests.support.raw import RawServer
@@ -154,3 +155,39 @@ async def test_commands_the_model_runs_do_not_see_the_keys(
     await editor.close()
     assert "END" in output and "PATH=" in output  # the command ran and printed its env
     assert key not in output and key not in json.dumps(server.seen)
+
+
+async def test_a_key_a_command_prints_is_hidden_from_the_model_the_editor_and_the_store(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path, private_data_dir: Path
+) -> None:
+    """The command runs outside the sandbox and prints the key the agent holds (here it is
+    written in the command line, as a model that saw it somewhere would): the result the model
+    reads, what the editor is shown and the replay of the stored session say [redacted]."""
+    key = new_key()
+    env = model_env(mock_llm, key)
+    project = tmp_path / "project"
+    project.mkdir()
+    arguments = {"command": f"echo the key is {key}", "outside_sandbox": True, "reason": "see"}
+    mock_llm.queue(
+        {"tool_calls": [{"name": "run_command", "arguments": arguments}]}, {"text": "done"}
+    )
+    server = await server_factory("--model", "openai:mock-model", env=env)
+    editor = FakeEditor(fs=False, terminal=False)
+    session = await open_session(server, editor, project)
+    await prompt(server, session)
+    await server.close_stdin()
+    await server.wait()
+
+    answered = [m for m in mock_llm.chat_requests[1].json["messages"] if m["role"] == "tool"]
+    assert "the key is [redacted]" in json.dumps(answered) and key not in json.dumps(answered)
+    (shown,) = final_updates(server.seen).values()
+    assert shown["status"] == "completed" and "the key is [redacted]" in json.dumps(shown)
+    assert key not in json.dumps(server.seen)  # the call, the permission request, the result
+
+    again = await server_factory("--model", "openai:mock-model", env=env)
+    editor.attach(again)
+    await again.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    load = {"sessionId": session, "cwd": str(project), "mcpServers": []}
+    answer, replay = await again.response(await again.call("session/load", load))
+    assert "result" in answer, answer
+    assert "the key is [redacted]" in json.dumps(replay) and key not in json.dumps(replay)

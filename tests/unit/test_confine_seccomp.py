@@ -112,9 +112,9 @@ CHILD = textwrap.dedent(
     """
     import ctypes, errno, socket, sys
     sys.path[:0] = [sys.argv[1]]
-    from acp_server.confine import landlock_exec, seccomp
-    assert landlock_exec._prctl(landlock_exec.PR_SET_NO_NEW_PRIVS, 1) == 0
-    landlock_exec.install(seccomp.program(ip="tcp", unix=False))
+    from acp_server.confine import launch, seccomp
+    assert launch.prctl(launch.PR_SET_NO_NEW_PRIVS, 1) == 0
+    launch.install(seccomp.program(ip="tcp", unix=False))
     tries = {
         "tcp": (socket.AF_INET, socket.SOCK_STREAM, 0),
         "mptcp": (socket.AF_INET, socket.SOCK_STREAM, 262),

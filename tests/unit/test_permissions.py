@@ -156,6 +156,24 @@ def test_edit_rule_covers_one_tree(project: tuple[Path, Path]) -> None:
     assert decide("edit", Permit(paths=(root / "README",)), "ask", (root,), [rule]).verdict == "ask"
 
 
+@pytest.mark.parametrize("mode", ["ask", "accept_edits"])
+def test_an_escalation_out_of_the_sandbox_is_never_remembered(
+    project: tuple[Path, Path], mode: Mode
+) -> None:
+    """`make` outside the sandbox runs what the Makefile says, and a command in the sandbox
+    may rewrite the Makefile without a question: no rule allows it, none is offered."""
+    root, _ = project
+    escalation = Permit(command="make test", cwd=root, escalation=True, reason="cache in HOME")
+    assert rule_for("execute", escalation, True) is None
+    assert rule_for("execute", escalation, False) == Rule("execute", "make test", False)
+    saved = [Rule("execute", "make", True)]  # an older version's "always allow `make …`"
+    assert decide("execute", escalation, mode, (root,), saved).verdict == "ask"
+    plain = Permit(command="make test", cwd=root)  # with the sandbox off, the rule still counts
+    assert decide("execute", plain, mode, (root,), saved).verdict == "allow"
+    rejected = [Rule("execute", "make", False)]
+    assert decide("execute", escalation, mode, (root,), rejected).verdict == "deny"
+
+
 def test_reject_always_wins_even_in_bypass(project: tuple[Path, Path]) -> None:
     root, _ = project
     rule = Rule("execute", "rm", False)

@@ -100,3 +100,17 @@ def test_an_editors_mcp_server_tokens_are_hidden_everywhere() -> None:
     )
     shown = redact(f"connect failed: {token} / {key}")
     assert token not in shown and key not in shown
+
+
+def test_tool_results_lose_the_known_keys_and_keep_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = fresh_key()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    code = 'api_key = os.environ["KEY"]  # Authorization: Bearer abcdefghij'
+    assert redaction.hide_keys(f"{code}\n{key}") == f"{code}\n{REDACTED}"  # code reads as it is
+    update = {"content": [{"text": f"x{key}x", "n": 3}], "raw": (key, None)}
+    assert redaction.hide_keys_in(update) == {
+        "content": [{"text": f"x{REDACTED}x", "n": 3}],
+        "raw": (REDACTED, None),
+    }

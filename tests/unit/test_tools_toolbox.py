@@ -166,3 +166,34 @@ async def test_deferred_mcp_tools_are_found_through_search_and_then_offered(
     ]
     called = await toolbox.run(ToolCall("c2", "mcp__git__git_log", {"n": 1}), print)
     assert called.text == "42 commits"
+
+
+async def test_a_key_in_what_a_tool_shows_or_returns_is_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the tool: the toolbox hides the agent's keys in its result, its content, its
+    raw output and the updates it sends while it runs."""
+    key = "sk-test-" + "7" * 32
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+
+    async def prints_the_key(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        ctx.emit({"sessionUpdate": "tool_call_update", "content": [{"text": key}]})
+        return ToolOutcome(f"key {key}", content=[{"text": key}], raw_output={"out": [key]})
+
+    show = Tool("show", "", "think", "think", lambda a, c: Presentation(key), prints_the_key, {})
+    box = Toolbox(
+        [show],
+        cwd=tmp_path,
+        roots=(tmp_path,),
+        client=NoEditor(),
+        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
+    )
+    sent: list[dict[str, Any]] = []
+    call = ToolCall("c1", "show", {"say": key})
+    outcome = await box.run(call, sent.append)
+    assert outcome.text == "key [redacted]"
+    assert outcome.content == [{"text": "[redacted]"}]
+    assert outcome.raw_output == {"out": ["[redacted]"]}
+    assert sent == [{"sessionUpdate": "tool_call_update", "content": [{"text": "[redacted]"}]}]
+    announced = box.announce(call)  # its title and its input
+    assert key not in str(announced) and announced["rawInput"] == {"say": "[redacted]"}

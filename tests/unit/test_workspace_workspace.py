@@ -112,7 +112,12 @@ async def test_a_slow_git_delays_a_later_turn_by_turn_wait_at_most(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "git"
-    fake.write_text('#!/bin/sh\nsleep "$(cat "$0.delay")"\necho \'## \'"$(cat "$0.branch")"\n')
+    # The agent's git lists the settings first (`config --list`: answered at once), then asks
+    # for the status (slow).
+    fake.write_text(
+        '#!/bin/sh\ncase "$*" in *" config --list "*) exit 0;; esac\n'
+        'sleep "$(cat "$0.delay")"\necho \'## \'"$(cat "$0.branch")"\n'
+    )
     fake.chmod(0o755)
     (bin_dir / "git.delay").write_text("0")
     (bin_dir / "git.branch").write_text("one")
