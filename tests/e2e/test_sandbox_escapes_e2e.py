@@ -92,13 +92,14 @@ class Place:
         return await server_factory(*args, env=user_env, as_user=self.who)
 
 
-async def one_command(server: Any, project: Path, command: str) -> tuple[str, str]:
+async def one_command(server: Any, project: Path) -> tuple[str, str]:
     editor = FakeEditor(fs=False, terminal=False)
     session = await open_session(server, editor, project)
     stop, frames = await run_prompt(server, session)
     assert stop == "end_turn"
     assert editor.permission_requests == []  # it ran in the sandbox, without asking
-    return results(frames)[command]
+    (done,) = results(frames).values()  # keyed by the command as shown: keys are redacted
+    return done
 
 
 async def test_the_agents_environment_cannot_be_read_through_proc(
@@ -113,7 +114,7 @@ async def test_the_agents_environment_cannot_be_read_through_proc(
     )
     rounds = [call("run_command", command=command), {"text": "Tried."}]
     server = await place.start(server_factory, rounds, how=how, ANTHROPIC_API_KEY=SECRET)
-    _, text = await one_command(server, place.project, command)
+    _, text = await one_command(server, place.project)
     assert SECRET in Path(f"/proc/{server.proc.pid}/environ").read_text(errors="replace")
     assert "searched" in text and "LEAKED" not in text, text
 
@@ -172,12 +173,14 @@ async def test_docker_sock_and_the_ssh_agent_are_out_of_reach(
         "    try:\n        s = socket.socket(socket.AF_UNIX); s.connect(path); print(s.recv(10))\n"
         "    except OSError as e:\n        print(path, e)"
     )
-    command = f'{shlex.quote(place.python)} -c {shlex.quote(code)} {docker} "$SSH_AUTH_SOCK"'
+    # The agent's SSH_AUTH_SOCK is not passed on (the allowlisted environment), but its path
+    # is easily found (/tmp/ssh-*/agent.*): the command names it.
+    command = f"{shlex.quote(place.python)} -c {shlex.quote(code)} {docker} {agent}"
     rounds = [call("run_command", command=command), {"text": "Tried."}]
     server = await place.start(
         server_factory, rounds, how=how, level=level, SSH_AUTH_SOCK=str(agent)
     )
-    _, text = await one_command(server, place.project, command)
+    _, text = await one_command(server, place.project)
     assert "reached" not in text and str(agent) in text, text
 
 
@@ -190,7 +193,7 @@ async def test_a_setsid_child_does_not_outlive_its_command_or_the_agent(
     rounds = [call("run_command", command=command), {"text": "Started."}]
     server = await place.start(server_factory, rounds, how=how)
     try:
-        status, _ = await one_command(server, place.project, command)
+        status, _ = await one_command(server, place.project)
         assert status == "completed"
         after_the_command = await until_gone(token, 5)
         server.proc.send_signal(signal.SIGKILL)  # the agent ends without cleaning up
