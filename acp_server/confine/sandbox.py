@@ -195,11 +195,12 @@ def _bwrap_base(bwrap: str) -> list[str]:
     """What every bubblewrap sandbox has: the filesystem read-only, a /dev of the standard
     nodes only (its /dev/shm private), a /proc of its own PID namespace (the agent's
     environment is not in it), a user namespace and no capabilities even as root (nothing
-    can be unmounted or remounted, none regained: the bounding set is empty too), a new
-    session (no terminal to type into), ended with the agent."""
+    can be unmounted or remounted, none regained: the bounding set is empty too), ended with
+    the agent. No `--new-session`: the seccomp filter refuses TIOCSTI itself, and a command in
+    a session of its own is out of the agent's process group, so a stop reached bubblewrap
+    alone, and one sent while bubblewrap was setting up left the sandbox running."""
     return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-            "--unshare-user", "--cap-drop", "ALL", "--new-session",
-            "--die-with-parent"]  # fmt: skip
+            "--unshare-user", "--cap-drop", "ALL", "--die-with-parent"]  # fmt: skip
 
 
 def _bwrap(policy: Policy) -> list[str]:
