@@ -8,9 +8,8 @@ import os
 
 from acp_server.confine.sandbox import Level, Mechanism
 
-# What a command's environment holds. The allowlisted environment of issue 29 (item 4) names
-# itself here when it lands ("allowlist"); until then the agent removes its own keys only.
-ENVIRONMENT_POLICY = "the agent's keys removed, the rest passed"
+# What a command's environment holds: confine/command_env.py's allowlist (issue 29, item 4).
+ENVIRONMENT_POLICY = "allowlist (and the names command_env adds)"
 
 
 def protections(level: Level, how: Mechanism) -> str:
