@@ -45,6 +45,7 @@ def run_headless(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args))
     except KeyboardInterrupt:
+        print("\n[stopped: interrupted]", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
@@ -132,11 +133,15 @@ def _server_argv(args: argparse.Namespace) -> list[str]:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    # The server runs in a session of its own, away from the terminal: Ctrl-C typed there
+    # signals the terminal's whole foreground process group, and a server that got it too
+    # would die mid-turn instead of answering the `session/cancel` that `run` sends.
     proc = await asyncio.create_subprocess_exec(
         *_server_argv(args),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         limit=1 << 20,
+        start_new_session=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdout = proc.stdout
@@ -172,17 +177,21 @@ async def _converse(
     conn: Connection, args: argparse.Namespace, permissions: Permissions
 ) -> tuple[str, dict[str, Any]]:
     """Initialize, open (or resume) the session, set the mode, send the prompt: its id and
-    the prompt's result. Ctrl-C from then on cancels the turn instead of killing `run`."""
+    the prompt's result. Ctrl-C from then on cancels the turn instead of killing `run`; a
+    second Ctrl-C does not wait for the server to answer the cancel (KeyboardInterrupt)."""
     await initialize(conn)
     session_id = await open_session(conn, args)
     if getattr(args, "mode", None):
         await conn.request("session/set_mode", {"sessionId": session_id, "modeId": args.mode})
 
+    loop = asyncio.get_running_loop()
+
     def cancel() -> None:
         permissions.cancel()
         conn.notify("session/cancel", {"sessionId": session_id})
+        loop.remove_signal_handler(signal.SIGINT)  # the next one interrupts run itself
 
-    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, cancel)
+    loop.add_signal_handler(signal.SIGINT, cancel)
     return session_id, await prompt(conn, session_id, args.prompt)
 
 

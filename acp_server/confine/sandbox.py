@@ -308,6 +308,12 @@ def describe(level: Level, how: Mechanism | None) -> str:
     """One line for `doctor` and the session's notice: the level, and what keeps it."""
     if level == "off":
         return "Sandbox off: commands can do anything you can; each one asks first."
+    if how is None and _named_mechanism() == "none":
+        return (
+            f"Sandbox {level} cannot be kept while {MECHANISM_ENV}=none switches it off: "
+            f"every command asks first. Unset {MECHANISM_ENV} to let the sandbox run safe "
+            "commands without asking."
+        )
     if how is None:
         return (
             f"Sandbox {level} cannot be kept on this machine (no bubblewrap, no Landlock, no "

@@ -95,6 +95,7 @@ def test_a_model_file_that_does_not_load_is_reported_with_the_log(tmp_path: Path
     assert done.returncode == 1
     assert done.stdout == ""
     assert "could not be started" in done.stderr
+    assert "'acp-server[local]'" not in done.stderr  # on no package index: this checkout's path
     assert str(tmp_path / "data" / "local-model.log") in done.stderr
 
 
