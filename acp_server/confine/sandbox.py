@@ -16,9 +16,17 @@ folder is HOME), and under their real path as well as the one named.
 How: bubblewrap when it is installed (the whole filesystem bound read-only, the roots and the
 private temp dir bound writable, then the secrets covered by empty read-only ones, a fresh
 network namespace when the network is off), else Landlock (`landlock_exec`, Linux 5.13+),
-else on macOS a sandbox-exec profile. With none of them a level other than `off` cannot be
-kept: `mechanism` is None, the session says so once, and every command asks as it did before
-the sandbox.
+else on macOS a sandbox-exec profile. With none of them, or on a Linux kernel without seccomp
+filters, a level other than `off` cannot be kept: `mechanism` is None, the session says so
+once, and every command asks as it did before the sandbox.
+
+Root is no way out, and no network means none (issue 29): under both Linux mechanisms a
+command has no capabilities (bubblewrap: a user namespace, `--cap-drop ALL`; Landlock: every
+set emptied by the launcher), only the standard device nodes, no /proc entry of the agent's
+it may read, and the seccomp filter of `seccomp` (no unix sockets, so no docker.sock or
+ssh-agent; no UDP, MPTCP or raw IP under Landlock with the network off; no TIOCSTI, io_uring
+or keyrings); bubblewrap's PID namespace, and the Landlock launcher's where the kernel gives
+one, end whatever the command leaves behind with it. `protections` names them for `doctor`.
 
 In a writable root the version-control folders (`.git`, `.hg`, `.jj`) stay read-only
 (`vcs_guard`): what is in them decides what the user's own git runs. The agent's own git runs
