@@ -76,6 +76,9 @@ class Permit:
     # could change what it runs (a Makefile, package.json's scripts, conftest.py).
     escalation: bool = False
     url: str | None = None  # a web page fetched (fetch rules match its host)
+    # The paths were named through a link: `paths` is where it led when checked, and the
+    # request the user sees says so (the title names the target).
+    through_link: bool = False
 
 
 @dataclass(frozen=True)

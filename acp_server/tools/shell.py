@@ -74,6 +74,11 @@ def _present(args: dict[str, Any], ctx: ToolContext) -> Presentation:
 async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     command: str = args["command"]
     cwd = ctx.resolve(args["cwd"]) if args.get("cwd") else ctx.cwd
+    if "\0" in str(cwd):  # no path holds one; the checks below would crash on it
+        raise ToolFailure(
+            f"Cannot run the command: the directory {str(cwd)!r} contains a NUL byte, which no "
+            "path can hold. Give the folder's name without it."
+        )
     timeout = _timeout(args.get("timeout_seconds"))
     box = _sandbox(args, ctx)
     reason = str(args.get("reason") or "(no reason given)") if args.get("outside_sandbox") else None
@@ -87,8 +92,8 @@ async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
             escalation=escalation,
         )
     )
-    if not cwd.is_dir():
-        problem = "is not a directory" if cwd.exists() else "does not exist"
+    if not os.path.isdir(cwd):  # never raises (a name too long is not a directory either)
+        problem = "is not a directory" if os.path.lexists(cwd) else "does not exist"
         raise ToolFailure(f"Cannot run the command: the directory {cwd} {problem}.")
     argv = box.argv([SHELL, "-c", command]) if box else [SHELL, "-c", command]
     env = _environment(ctx.sandbox.passed)

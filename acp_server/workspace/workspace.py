@@ -55,10 +55,11 @@ class Workspace:
         self.user_dir = user_dir
         self.root = instructions.project_root(cwd)
         self.repo = self.root if instructions.has_git(self.root) else None
-        self._reader = instructions.Reader()
+        self._reader = instructions.Reader((self.root, cwd, *extra))
         self._nested: list[Path] = []  # folders worked in, below the cwd or beside it
         self._paths_seen: set[str] = set()  # path arguments already looked at (`_folders_of`)
         self._told: set[Path] = set()
+        self._skips_told: set[Path] = set()  # instruction files not read, the user told why
         self._probe: asyncio.Task[environment.GitState] | None = None
         self._git: environment.GitState | None = None
         self.total = instructions.TOTAL_CHARS  # what the files may take (`fit_to`)
@@ -170,7 +171,16 @@ class Workspace:
 
     def tell_news(self, tell: Tell) -> None:
         """Tell the user which instruction files were read that they were not told of yet."""
-        new = [f for f in self.found() if f.path not in self._told]
+        found = self.found()
+        for item in (f for f in found if f.skipped and f.path not in self._skips_told):
+            self._skips_told.add(item.path)
+            shown = instructions.shown_path(item.path, self.root)
+            tell(
+                f"Project instructions: {shown} was not read: {item.skipped.rstrip('.')}.",
+                "warning",
+            )
+            log.warning("instruction file %s skipped: %s", item.path, item.skipped)
+        new = [f for f in found if not f.skipped and f.path not in self._told]
         if not new:
             return
         self._told.update(f.path for f in new)

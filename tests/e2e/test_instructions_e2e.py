@@ -6,6 +6,7 @@ date, the OS and the git branch and status of a repository the test makes."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -166,3 +167,49 @@ async def test_a_long_file_in_a_small_window_is_clipped_and_the_turn_works(
     system = system_of(turn_requests(mock_llm)[0])
     assert ROOT in system and "This file has 38,019 characters; only the first" in system
     assert told(turn.seen)[0].endswith("(clipped: too long to give in full).")
+
+
+@pytest.mark.parametrize("case", ["outside", "secret-inside", "proc-environ"])
+async def test_an_instructions_file_that_links_away_is_skipped_with_a_note(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path, case: str
+) -> None:
+    """Links to a key outside the project, to a key inside it (the session works in the home
+    folder), and to the agent's own environment: none of it reaches the model."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("SECRET-KEY-INSIDE\n", "utf-8")
+    (tmp_path / "outside.md").write_text("SECRET-KEY-OUTSIDE\n", "utf-8")
+    project = {
+        "outside": tmp_path / "repo",
+        "secret-inside": home,
+        "proc-environ": tmp_path / "repo",
+    }[case]
+    project.mkdir(exist_ok=True)
+    target = {
+        "outside": tmp_path / "outside.md",
+        "secret-inside": home / ".ssh" / "id_ed25519",
+        "proc-environ": Path("/proc/self/environ"),
+    }[case]
+    (project / "AGENTS.md").symlink_to(target)
+    (project / "CLAUDE.md").write_text(f"{ROOT}: the fallback is read.\n", "utf-8")
+    env = {
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "ACP_SERVER_CONFIG": "",
+        "HOME": str(home),
+        "SECRET_MARKER": "SECRET-KEY-ENVIRON",
+    }
+    reader = await start_reader(server_factory, mock_llm, project, env=env)
+    turn = await reader.prompt("hello")
+    assert turn.stop == "end_turn"
+
+    bodies = json.dumps([r.json for r in mock_llm.chat_requests])
+    assert "SECRET-KEY" not in bodies
+    system = system_of(turn_requests(mock_llm)[0])
+    leads = "/proc/" if case == "proc-environ" else os.path.realpath(target)
+    why = (
+        "where keys and credentials are kept" if case == "secret-inside" else "outside the project"
+    )
+    assert f"[AGENTS.md was not read: it leads to {leads}" in system and why in system
+    assert ROOT in system  # the next name in the folder is read instead
+    said = " ".join(u["content"]["text"] for u in turn.seen if "content" in u)
+    assert "AGENTS.md was not read" in said
