@@ -16,9 +16,17 @@ folder is HOME), and under their real path as well as the one named.
 How: bubblewrap when it is installed (the whole filesystem bound read-only, the roots and the
 private temp dir bound writable, then the secrets covered by empty read-only ones, a fresh
 network namespace when the network is off), else Landlock (`landlock_exec`, Linux 5.13+),
-else on macOS a sandbox-exec profile. With none of them a level other than `off` cannot be
-kept: `mechanism` is None, the session says so once, and every command asks as it did before
-the sandbox.
+else on macOS a sandbox-exec profile. With none of them, or on a Linux kernel without seccomp
+filters, a level other than `off` cannot be kept: `mechanism` is None, the session says so
+once, and every command asks as it did before the sandbox.
+
+Root is no way out, and no network means none (issue 29): under both Linux mechanisms a
+command has no capabilities (bubblewrap: a user namespace, `--cap-drop ALL`; Landlock: every
+set emptied by the launcher), only the standard device nodes, no /proc entry of the agent's
+it may read, and the seccomp filter of `seccomp` (no unix sockets, so no docker.sock or
+ssh-agent; no UDP, MPTCP or raw IP under Landlock with the network off; no TIOCSTI, io_uring
+or keyrings); bubblewrap's PID namespace, and the Landlock launcher's where the kernel gives
+one, end whatever the command leaves behind with it. `protections` names them for `doctor`.
 
 In a writable root the version-control folders (`.git`, `.hg`, `.jj`) stay read-only
 (`vcs_guard`): what is in them decides what the user's own git runs. The agent's own git runs
@@ -144,12 +152,17 @@ _PROBE_LOCK = threading.Lock()
 def _find() -> Mechanism | None:
     import shutil
 
-    bwrap = shutil.which("bwrap")
-    if bwrap and _bwrap_works(bwrap):
-        return "bubblewrap"
     if sys.platform.startswith("linux"):
+        from acp_server.confine import seccomp
         from acp_server.confine.landlock_exec import abi
 
+        # Without a seccomp filter, unix sockets (docker.sock, the ssh-agent) stay reachable
+        # under both: no level is kept, and commands ask (kernels have had filters since 3.5).
+        if not seccomp.works():
+            return None
+        bwrap = shutil.which("bwrap")
+        if bwrap and _bwrap_works(bwrap):
+            return "bubblewrap"
         if abi() >= 1:
             return "landlock"
     if sys.platform == "darwin" and Path("/usr/bin/sandbox-exec").exists():
@@ -160,7 +173,7 @@ def _find() -> Mechanism | None:
 def _bwrap_works(bwrap: str) -> bool:
     try:
         done = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--unshare-net", "--", "/bin/true"],
+            [*_bwrap_base(bwrap), "--unshare-net", "--", "/bin/true"],
             capture_output=True,
             timeout=5,
             check=False,
@@ -176,28 +189,56 @@ def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
         return [*_bwrap(policy), "--", *argv]
     if how == "landlock":
         rules = {
-            "writable": [str(p) for p in (*policy.writable, policy.tmp)] + ["/dev"],
+            "writable": [str(p) for p in (*policy.writable, policy.tmp)],
             "hidden": [str(p) for p in policy.hidden],
             "network": policy.network,
             "read_only": [str(p) for p in vcs_guard.protected(policy.writable)],
+            "seccomp": _landlock_filter(policy.network),
         }
         return [sys.executable, "-I", "-S", str(_LANDLOCK), json.dumps(rules), "--", *argv]
     return ["/usr/bin/sandbox-exec", "-p", _seatbelt(policy), *argv]
 
 
+def _bwrap_base(bwrap: str) -> list[str]:
+    """What every bubblewrap sandbox has: the filesystem read-only, a /dev of the standard
+    nodes only (its /dev/shm private), a /proc of its own PID namespace (the agent's
+    environment is not in it), a user namespace and no capabilities even as root (nothing
+    can be unmounted or remounted, none regained: the bounding set is empty too), ended with
+    the agent. No `--new-session`: the seccomp filter refuses TIOCSTI itself, and a command in
+    a session of its own is out of the agent's process group, so a stop reached bubblewrap
+    alone, and one sent while bubblewrap was setting up left the sandbox running."""
+    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+            "--unshare-user", "--cap-drop", "ALL", "--die-with-parent"]  # fmt: skip
+
+
 def _bwrap(policy: Policy) -> list[str]:
     import shutil
 
-    bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args = _bwrap_base(shutil.which("bwrap") or "bwrap")
     for root in policy.writable:
         args += ["--bind", str(root), str(root)]
     args += vcs_guard.bwrap_args(policy.writable)  # .git, .hg, .jj read-only again
     args += ["--bind", str(policy.tmp), str(policy.tmp)]
     args += _bwrap_hide(policy.hidden)
     if not policy.network:
-        args.append("--unshare-net")
-    return [*args, "--unshare-pid", "--die-with-parent", "--setenv", "TMPDIR", str(policy.tmp)]
+        args.append("--unshare-net")  # with only a loopback of its own, IP of any kind is local
+    args += ["--seccomp", "3", "--setenv", "TMPDIR", str(policy.tmp)]
+    # bubblewrap reads the filter from a descriptor: the shell opens it from the agent's
+    # sealed copy (nothing can change it) and becomes bubblewrap. An editor's terminal,
+    # which only runs an argv, can do the same.
+    from acp_server.confine.seccomp import program, sealed_copy
+
+    return ["/bin/sh", "-c", 'exec "$@" 3< "$0"', sealed_copy(program(ip="all")), *args]
+
+
+def _landlock_filter(network: bool) -> str:
+    """The Landlock launcher's seccomp filter, compiled here (in hex) so that it need not
+    compile it at each command."""
+    from acp_server.confine.landlock_exec import abi
+    from acp_server.confine.launch import ip_rule
+    from acp_server.confine.seccomp import program
+
+    return program(ip=ip_rule(network, abi()), unix=False).hex()
 
 
 def _bwrap_hide(hidden: tuple[Path, ...]) -> list[str]:
@@ -223,8 +264,14 @@ def _seatbelt(policy: Policy) -> str:
     rules += vcs_guard.seatbelt_rules(policy.writable)
     if hidden:  # after the roots' writes: a root holding a secret does not uncover it
         rules.append(f"(deny file-read* file-write* {hidden})")
+    # Unix sockets (the Docker daemon, the ssh-agent, launchd's services): none, but with the
+    # network on the system's name resolution, which is one (a later rule wins).
+    rules.append('(deny network-outbound (remote unix-socket (path-regex #"^/")))')
     if not policy.network:
         rules.append("(deny network-outbound (remote ip))")
+    else:
+        rules.append('(allow network-outbound (remote unix-socket (path-literal '
+                     '"/private/var/run/mDNSResponder")))')  # fmt: skip
     return "\n".join(rules)
 
 

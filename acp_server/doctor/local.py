@@ -128,4 +128,8 @@ def sandbox_check(level: str | None, env: Mapping[str, str], flag: str | None = 
     line = describe(picked, how)
     if picked != "off" and how is None:
         return warn(line.split(":")[0] + where, line.split(": ", 1)[1])
-    return ok(line.rstrip(".") + where)
+    if how is None:
+        return ok(line.rstrip(".") + where)
+    from acp_server.confine.protections import protections
+
+    return ok(f"{line.rstrip('.')}{where}. In force: {protections(picked, how)}")
