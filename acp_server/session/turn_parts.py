@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from acp_server.agent.spending import Spending
     from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.confine.sandbox import Sandbox
+    from acp_server.tools.base import Tool
     from acp_server.tools.task import Delegate
 
 D = TypeVar("D", bound="Delegate")
@@ -119,6 +120,7 @@ class TurnParts:
                 self._sandbox = Sandbox(level, self._roots)
             tools = [
                 *default_tools(self._settings.fetch),
+                *self._questions(),
                 *(self._mcp.tools() if self._mcp else ()),
             ]
             if self.delegate is not None:
@@ -134,6 +136,14 @@ class TurnParts:
                 catalog=self._mcp.catalog() if self._mcp else None,
             )
         return self._tools
+
+    def _questions(self) -> list[Tool]:
+        """ask_user, for an editor that shows forms (never offered to one that does not)."""
+        if not self._editor.can_elicit_form:
+            return []
+        from acp_server.tools.ask import ASK_USER
+
+        return [ASK_USER]
 
     def budget(self, model: SessionModel) -> SessionContext:
         """The session's budget, made at the first turn and for each new backend."""
