@@ -141,3 +141,44 @@ async def test_a_cancel_while_the_form_is_open_ends_the_turn_and_the_session_goe
 
     assert await prompt(server, session, "again") == "end_turn"  # the session is usable
     assert mock_llm.pending == 0
+
+
+@pytest.mark.parametrize("approve", [True, False], ids=["accept-edits", "declined"])
+async def test_plan_mode_approval_switches_the_mode_and_the_edit_runs_without_asking(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path, approve: bool
+) -> None:
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        if approve:
+            return {"action": "accept", "content": {"mode": "accept_edits"}}
+        return {"action": "decline"}
+
+    (tmp_path / "notes.txt").write_text("alpha\n", encoding="utf-8")
+    editor = FakeEditor(fs=False, terminal=False, answer=answer)
+    server, session = await started(server_factory, mock_llm, editor, tmp_path)
+    await server.request("session/set_mode", {"sessionId": session, "modeId": "plan"})
+    edit = {"path": "notes.txt", "edits": [{"old_text": "alpha", "new_text": "beta"}]}
+    mock_llm.queue(
+        {"tool_calls": [{"name": "plan_ready", "arguments": {"summary": "Rename alpha."}}]},
+        {"tool_calls": [{"name": "edit_file", "arguments": edit}]},
+        {"text": "done"},
+    )
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": "plan it"}]}
+    req = await server.call("session/prompt", params)
+    answered, frames = await server.response(req, timeout=30)
+    assert answered["result"]["stopReason"] == "end_turn"
+
+    (asked,) = editor.elicitations
+    modes = [o["const"] for o in asked["requestedSchema"]["properties"]["mode"]["oneOf"]]
+    assert modes == ["accept_edits", "ask", "plan"] and "Rename alpha." in asked["message"]
+    shown = [f["params"]["update"] for f in frames if f.get("method") == "session/update"]
+    changed = [u["currentModeId"] for u in shown if u["sessionUpdate"] == "current_mode_update"]
+    options = [u for u in shown if u["sessionUpdate"] == "config_option_update"]
+    if approve:
+        assert changed == ["accept_edits"] and options
+        assert options[-1]["configOptions"][0]["currentValue"] == "accept_edits"
+        assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "beta\n"
+        assert not editor.permission_requests  # Accept edits: the edit ran without a question
+    else:
+        assert changed == [] and not options
+        assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "alpha\n"
+        assert "stays in Plan mode" in conversation(mock_llm.chat_requests[1].json)[-1].text
