@@ -5,9 +5,9 @@ A form is forwarded as an ACP form when the editor advertised `elicitation.form`
 sign-in page, say) as an ACP URL elicitation when it advertised `elicitation.url`, and the
 server's `notifications/elicitation/complete` becomes ACP `elicitation/complete`. Otherwise,
 or when no call of the server's tools is running (nobody to ask on behalf of), the server is
-told the request was declined. The question and the answer are shown in the call (recorded,
-so a loaded session shows them). A call that ends (a cancel of the turn) withdraws its open
-questions, and the server hears `cancel`.
+told the request was declined. The question and what the user did are shown with the call's
+result (so a loaded session shows them too). A call that ends (a cancel of the turn)
+withdraws its open questions, and the server hears `cancel`.
 """
 
 from __future__ import annotations
@@ -17,22 +17,34 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mcp.types as types
 
 from acp_server import updates
-from acp_server.tools.base import ToolContext
+from acp_server.tools.base import ToolContext, ToolOutcome
 
 log = logging.getLogger(__name__)
 SCHEMA_KEYS = ("type", "title", "description", "properties", "required")
 
 
 @dataclass
-class _Call:
+class Call:
+    """One call of the server's tools: its open questions, and what was asked and answered
+    (shown with its result, so the stored session keeps it)."""
+
     ctx: ToolContext
     asking: set[asyncio.Task[dict[str, Any]]] = field(default_factory=set)
+    asked: list[str] = field(default_factory=list)
+
+    def shown_with(self, outcome: ToolOutcome) -> ToolOutcome:
+        """`outcome` with the questions of the call before what it shows."""
+        if not self.asked:
+            return outcome
+        content = outcome.content or [updates.text_content(outcome.text)]
+        questions = [updates.text_content(text) for text in self.asked]
+        return replace(outcome, content=[*questions, *content])
 
 
 class Asker:
@@ -40,16 +52,16 @@ class Asker:
 
     def __init__(self, server: str) -> None:
         self.server = server
-        self._calls: list[_Call] = []
+        self._calls: list[Call] = []
         self._urls: dict[str, ToolContext] = {}  # elicitation id -> the call that opened it
 
     @contextlib.contextmanager
-    def calling(self, ctx: ToolContext) -> Iterator[None]:
+    def calling(self, ctx: ToolContext) -> Iterator[Call]:
         """While one of the server's tools runs for `ctx`: its questions go there."""
-        call = _Call(ctx)
+        call = Call(ctx)
         self._calls.append(call)
         try:
-            yield
+            yield call
         finally:
             self._calls.remove(call)
             for task in call.asking:  # the call ended (cancelled): its questions go away
@@ -78,7 +90,7 @@ class Asker:
             log.warning("MCP server %s asked the editor: %s", self.server, failure)
             return types.ElicitResult(action="decline")
         answer = task.result()
-        self._show(call.ctx, request, answer)
+        call.asked.append(_shown(request, answer))
         return _result(answer)
 
     def _request(self, params: Any, ctx: ToolContext | None) -> dict[str, Any] | None:
@@ -111,13 +123,13 @@ class Asker:
             if ctx is not None:
                 ctx.client.elicitation_complete(message.params.elicitation_id)
 
-    def _show(self, ctx: ToolContext, request: dict[str, Any], answer: dict[str, Any]) -> None:
-        """The question and what the user did, in the call (and in the stored session)."""
-        action = answer.get("action")
-        said = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
-        text = f"{request['message']}\n\nThe user {said.get(str(action), 'did not answer')}."
-        content = [updates.text_content(text)]
-        ctx.emit(updates.tool_call_update(ctx.call_id, status="in_progress", content=content))
+
+def _shown(request: dict[str, Any], answer: dict[str, Any]) -> str:
+    """The question and what the user did, for the call's content."""
+    said = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
+    return (
+        f"{request['message']}\n\nThe user {said.get(str(answer.get('action')), 'did not answer')}."
+    )
 
 
 def _result(answer: dict[str, Any]) -> types.ElicitResult:
