@@ -103,3 +103,34 @@ async def test_a_page_is_declined_when_the_editor_takes_forms_only(
     _, heard = await run_tool(server_factory, mock_llm, editor, tmp_path, "mcp__docs__sign_in")
     assert heard == "sign-in: decline"
     assert not editor.elicitations
+
+
+async def test_server_everythings_form_reaches_the_editor_and_its_answer_the_server(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    """A server nobody here wrote: every field type it asks for (formats, titled and untitled
+    single and multiple choices) passes through as a valid ACP form."""
+    from tests.e2e.test_mcp_real_servers import NODE, PACKAGES
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"name": "Ada", "integer": 7, "check": True}}
+
+    editor = FakeEditor(fs=False, terminal=False, answer=answer)
+    env = {"OPENAI_BASE_URL": f"{mock_llm.url}/v1", "OPENAI_API_KEY": "sk-mock"}
+    server: RawServer = await server_factory("--model", "openai:mock-model", env=env)
+    everything = {
+        "name": "everything",
+        "command": str(NODE),
+        "args": [str(PACKAGES / "server-everything/dist/index.js"), "stdio"],
+        "env": [],
+    }
+    session = await open_with(server, editor, tmp_path, [everything])
+    mock_llm.queue(tool("mcp__everything__trigger-elicitation-request"), {"text": "ok"})
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+    answered = await server.request("session/prompt", params, timeout=60)
+    assert answered["result"]["stopReason"] == "end_turn"
+    (asked,) = editor.elicitations
+    fields = asked["requestedSchema"]["properties"]
+    assert {"name", "email", "titledMultipleSelectEnum"} <= set(fields)
+    result = [t for t in conversation(mock_llm.chat_requests[-1].json) if t.role == "tool"][-1]
+    assert "- Name: Ada" in result.text and "- Favorite Integer: 7" in result.text
