@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import mcp.types as types
 
@@ -99,7 +100,7 @@ class Asker:
             return None
         message = f"The MCP server {self.server!r} asks: {params.message}"
         if isinstance(params, types.ElicitRequestURLParams):
-            if not ctx.client.can_elicit_url:
+            if not ctx.client.can_elicit_url or not _web_address(params.url):
                 return None
             elicitation_id = params.elicitation_id or f"elicit_{uuid.uuid4().hex}"
             self._urls[elicitation_id] = ctx
@@ -130,6 +131,13 @@ def _shown(request: dict[str, Any], answer: dict[str, Any]) -> str:
     return (
         f"{request['message']}\n\nThe user {said.get(str(answer.get('action')), 'did not answer')}."
     )
+
+
+def _web_address(url: str) -> bool:
+    """An http(s) address with a host: what the user may be sent to (a `file:` or `javascript:`
+    URL from a server is declined)."""
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and url.isprintable()
 
 
 def _result(answer: dict[str, Any]) -> types.ElicitResult:

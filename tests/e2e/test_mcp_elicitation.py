@@ -134,3 +134,35 @@ async def test_server_everythings_form_reaches_the_editor_and_its_answer_the_ser
     assert {"name", "email", "titledMultipleSelectEnum"} <= set(fields)
     result = [t for t in conversation(mock_llm.chat_requests[-1].json) if t.role == "tool"][-1]
     assert "- Name: Ada" in result.text and "- Favorite Integer: 7" in result.text
+
+
+async def test_a_cancel_while_a_servers_form_is_open_withdraws_it(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path
+) -> None:
+    opened = asyncio.Event()
+    never: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        opened.set()
+        return await never
+
+    editor = FakeEditor(fs=False, terminal=False, answer=answer)
+    env = {"OPENAI_BASE_URL": f"{mock_llm.url}/v1", "OPENAI_API_KEY": "sk-mock"}
+    server: RawServer = await server_factory("--model", "openai:mock-model", env=env)
+    session = await open_with(server, editor, tmp_path, [stdio("docs", "elicit")])
+    mock_llm.queue(tool("mcp__docs__pick_colour"), {"text": "after"})
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+    req = await server.call("session/prompt", params)
+    await asyncio.wait_for(opened.wait(), 30)
+    await server.notify("session/cancel", {"sessionId": session})
+    answered, _ = await server.response(req, timeout=20)
+    assert answered["result"]["stopReason"] == "cancelled"
+    asked = next(f for f in server.seen if f.get("method") == "elicitation/create")
+    async with asyncio.timeout(10):
+        while not [f for f in server.seen if f.get("method") == "$/cancel_request"]:
+            await asyncio.sleep(0.05)
+    withdrawn = [f for f in server.seen if f.get("method") == "$/cancel_request"]
+    assert [f["params"]["requestId"] for f in withdrawn] == [asked["id"]]
+    never.cancel()
+    answered = await server.request("session/prompt", params, timeout=30)
+    assert answered["result"]["stopReason"] == "end_turn"  # the session goes on
