@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server.backends.scripted import ScriptError, load_script
+from acp_server.cli.run_elicit import Questions
 from acp_server.cli.run_permission import Permissions, choose_policy
 from acp_server.cli.run_printer import DIM, Printer, is_terminal
 from acp_server.cli.run_session import UnknownSession, initialize, open_session, prompt
@@ -151,7 +152,10 @@ async def _run(args: argparse.Namespace) -> int:
     conn = Connection(
         lambda: stdout.read(1 << 20),
         proc.stdin,
-        requests={"session/request_permission": permissions.answer},
+        requests={
+            "session/request_permission": permissions.answer,
+            "elicitation/create": Questions(permissions).answer,
+        },
         notifications={"session/update": printer.update},
     )
     reader = asyncio.create_task(conn.serve())

@@ -112,6 +112,7 @@ class Session:
             client_prompt=client_prompt,
             cache_key=hashlib.sha256(session_id.encode()).hexdigest()[:32],
         )
+        self._parts.switch_mode = self.set_mode  # the plan's approval (plan_ready)
         lent = Parent(session_id, self.roots, settings, permissions, editor, send_update, recorder)
         self.subagents = self._parts.offer(Subagents(lent, self._subagent_model, self._parts.tools))
         self.plan_shown = False  # a plan was shown and not removed since (/clear removes it)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from acp_server.agent.history import History
 from acp_server.backends import Backend
 from acp_server.editor_api import EditorApi
-from acp_server.permissions import Permissions
+from acp_server.permissions import Mode, Permissions
 from acp_server.session.client_prompt import ClientPrompt
 from acp_server.session.mcp import McpServers
 from acp_server.session.model import SessionModel
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from acp_server.agent.spending import Spending
     from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.confine.sandbox import Sandbox
+    from acp_server.tools.base import Tool
     from acp_server.tools.task import Delegate
 
 D = TypeVar("D", bound="Delegate")
@@ -78,6 +79,8 @@ class TurnParts:
         self._cache_key = cache_key  # the session's, for the servers' prompt caches
         self.client_prompt = client_prompt  # the editor's system prompt (client_prompt.py)
         self.delegate: Delegate | None = None  # runs the task tool's jobs (subagents.py)
+        # Changes the session's mode and announces it (Session.set_mode), for plan_ready.
+        self.switch_mode: Callable[[Mode], None] | None = None
         self._editor = editor
         self._permissions = permissions
         self._settings = settings
@@ -122,6 +125,7 @@ class TurnParts:
                 self._sandbox = Sandbox(level, self._roots, passed)
             tools = [
                 *default_tools(self._settings.fetch),
+                *self._questions(),
                 *(self._mcp.tools() if self._mcp else ()),
             ]
             if self.delegate is not None:
@@ -137,6 +141,19 @@ class TurnParts:
                 catalog=self._mcp.catalog() if self._mcp else None,
             )
         return self._tools
+
+    def _questions(self) -> list[Tool]:
+        """ask_user and plan_ready, for an editor that shows forms (never offered to one that
+        does not); plan_ready switches the mode through `switch_mode`, set by the session."""
+        if not self._editor.can_elicit_form:
+            return []
+        from acp_server.tools.ask import ASK_USER
+        from acp_server.tools.plan_ready import plan_ready_tool
+
+        permissions, switch = self._permissions, self.switch_mode
+        if switch is None:
+            return [ASK_USER]
+        return [ASK_USER, plan_ready_tool(lambda: permissions.mode, switch)]
 
     def budget(self, model: SessionModel) -> SessionContext:
         """The session's budget, made at the first turn and for each new backend."""

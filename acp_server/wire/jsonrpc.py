@@ -358,8 +358,10 @@ class Connection:
         """Send a notification; silently dropped once the connection is closed."""
         self._write({"jsonrpc": "2.0", "method": method, "params": params})
 
-    async def request(self, method: str, params: Params) -> Any:
-        """Send a request to the peer and wait for its result (RemoteError on an error)."""
+    async def request(self, method: str, params: Params, *, withdraw: bool = False) -> Any:
+        """Send a request to the peer and wait for its result (RemoteError on an error). With
+        `withdraw`, a cancel of the caller while it waits tells the peer with
+        `$/cancel_request` (a question on screen is taken down)."""
         if self._closed or self._input_closed:
             raise ConnectionClosed(
                 f"cannot send {method}: the client closed the connection, so it cannot answer"
@@ -371,6 +373,10 @@ class Connection:
         try:
             self._write({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params})
             return await fut
+        except asyncio.CancelledError:
+            if withdraw and (fut.cancelled() or not fut.done()):  # not answered meanwhile
+                self.notify(CANCEL_REQUEST, {"requestId": req_id})
+            raise
         finally:
             self._pending.pop(req_id, None)
 

@@ -209,6 +209,29 @@ async def test_non_serializable_result_becomes_internal_error() -> None:
     await task
 
 
+async def test_a_withdrawn_request_tells_the_peer_and_a_plain_one_does_not() -> None:
+    pipe = Pipe()
+    conn = make(pipe)
+    task = asyncio.create_task(conn.serve())
+    withdrawn = asyncio.create_task(conn.request("ask", {"q": 1}, withdraw=True))
+    plain = asyncio.create_task(conn.request("ask", {"q": 2}))
+    answered = asyncio.create_task(conn.request("ask", {"q": 3}, withdraw=True))
+    await settle()
+    ids = [f["id"] for f in pipe.out]
+    pipe.feed(json.dumps({"jsonrpc": "2.0", "id": ids[2], "result": {}}).encode() + b"\n")
+    await settle()
+    assert await answered == {}
+    for waiting in (withdrawn, plain):
+        waiting.cancel()
+    await asyncio.wait({withdrawn, plain})
+    notices = [f for f in pipe.out if "id" not in f]
+    assert notices == [
+        {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": ids[0]}}
+    ]
+    pipe.feed(b"")
+    await task
+
+
 async def test_cancel_request_right_behind_its_request_is_still_answered() -> None:
     pipe = Pipe()
     conn = make(pipe)
