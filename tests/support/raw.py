@@ -137,8 +137,11 @@ class RawServer:
     async def next_frame(self, timeout: float = 10) -> Frame:
         return await asyncio.wait_for(self.frames.get(), timeout)
 
-    async def until(self, match: Callable[[Frame], bool], timeout: float = 10) -> list[Frame]:
-        """Frames up to and including the first one that matches."""
+    async def until(
+        self, match: Callable[[Frame], bool], timeout: float | None = 10
+    ) -> list[Frame]:
+        """Frames up to and including the first one that matches (`timeout` None: no limit of
+        its own, for a caller that bounds the wait otherwise, see tests/support/progress.py)."""
         got: list[Frame] = []
         async with asyncio.timeout(timeout):
             while True:
@@ -147,7 +150,7 @@ class RawServer:
                 if match(frame):
                     return got
 
-    async def response(self, req_id: Any, timeout: float = 10) -> tuple[Frame, list[Frame]]:
+    async def response(self, req_id: Any, timeout: float | None = 10) -> tuple[Frame, list[Frame]]:
         """The answer to `req_id` and the frames that came before it."""
         frames = await self.until(lambda f: "method" not in f and f.get("id") == req_id, timeout)
         return frames[-1], frames[:-1]
