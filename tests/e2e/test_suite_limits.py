@@ -1,9 +1,11 @@
-"""The test suite itself can neither hang nor depend on how it was started: every test has a time
-limit, a test past it fails with a traceback, and the tests that press Ctrl-C pass in a run
-started in the background (`nohup pytest … &`), where SIGINT is ignored by every child."""
+"""The test suite itself can neither hang nor depend on how it was started or how busy the
+machine is: every test has a time limit, a test past it fails with a traceback, the tests that
+press Ctrl-C pass in a run started in the background (`nohup pytest … &`, where every child
+ignores SIGINT), and a wait on a real model lasts while the work goes on, however slowly."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -12,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.support.progress import run_while_working, while_working
 
 ROOT = Path(__file__).resolve().parents[2]
 CTRL_C_TESTS = [
@@ -73,3 +77,29 @@ def test_a_hung_test_fails_at_its_limit_with_a_traceback(tmp_path: Path) -> None
     assert "Timeout" in out and "time.sleep(3600)" in out, out[-3000:]  # with its traceback
     assert "1 failed" in out, out[-3000:]
     assert took < 100
+
+
+def test_a_slow_command_is_waited_for_while_it_works() -> None:
+    """A command that keeps a core busy for longer than the quiet time is not taken as hung."""
+    burn = (
+        "import time\nend = time.monotonic() + 8\nwhile time.monotonic() < end: pass\nprint('ok')"
+    )
+    done = run_while_working([sys.executable, "-c", burn], what="a busy command", quiet=4)
+    assert done.returncode == 0 and done.stdout == "ok\n"
+
+
+def test_a_command_that_does_nothing_fails_after_the_quiet_time() -> None:
+    started = time.monotonic()
+    with pytest.raises(pytest.fail.Exception, match="did nothing for 3 s"):
+        run_while_working(["sleep", "600"], what="sleep", quiet=3)
+    assert time.monotonic() - started < 60
+
+
+async def test_an_awaited_answer_fails_once_its_processes_do_nothing() -> None:
+    proc = await asyncio.create_subprocess_exec("sleep", "600")
+    try:
+        with pytest.raises(pytest.fail.Exception, match="stuck rather than slow"):
+            await while_working(proc.wait(), [proc.pid], what="sleep", quiet=3)
+    finally:
+        proc.kill()
+        await proc.wait()

@@ -175,9 +175,10 @@ class RawServer:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
 
-    async def stderr_text(self) -> str:
+    async def stderr_text(self, timeout: float = 30) -> str:
+        """All of stderr, once the process has closed it (within `timeout` seconds)."""
         assert self.proc.stderr is not None
-        return (await self.proc.stderr.read()).decode("utf-8", "replace")
+        return (await asyncio.wait_for(self.proc.stderr.read(), timeout)).decode("utf-8", "replace")
 
     def terminate(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
