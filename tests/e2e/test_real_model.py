@@ -88,9 +88,11 @@ async def test_a_long_session_overflows_a_small_real_window_and_every_turn_compl
     Plain ChatML: with tools offered, chatml-function-calling ignores max_tokens, and a 135M
     model's tool-call arguments can run to the end of the window (minutes); tool calling is
     the test above."""
-    # Two threads: each compaction has the server read ~4,000 tokens anew (the summary request,
-    # then the compacted conversation), which one thread takes ~20 s for.
-    async with llama_server_running(n_ctx=4096, chat_format=CHAT_FORMAT, n_threads=2) as llama:
+    # One thread (N_THREADS), although each compaction has the server read ~4,000 tokens anew
+    # (the summary request, then the compacted conversation), which takes one thread ~20 s on a
+    # quiet machine: with two, a busy machine stalls llama.cpp's threads at every step (seen:
+    # 7 turns in 15 minutes at a load average of 9, 320 CPU seconds spent mostly waiting).
+    async with llama_server_running(n_ctx=4096, chat_format=CHAT_FORMAT) as llama:
         env = {
             "OPENAI_BASE_URL": llama.base_url,
             "ACP_SERVER_RETRY_BASE_DELAY": "0.1",
