@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_editor import FakeEditor
-from tests.support.raw import ErrorReply, Frame, RawServer
+from tests.support.raw import ErrorReply, Frame, RawServer, stop_reason
 
 Start = Callable[..., Any]
 
@@ -77,14 +77,14 @@ async def test_a_permission_answered_cancelled_ends_the_turn_as_cancelled(
     session = await open_session(server, editor, tmp_path, "ask")
 
     answer, before = await prompt(server, session, "run it")
-    assert answer["result"] == {"stopReason": "cancelled"}
+    assert stop_reason(answer["result"]) == "cancelled"
     assert len(editor.permission_requests) == 1
     ((status, text),) = final_texts(before)
     assert status == "failed" and "cancelled" in text
     assert agent_text(before) == ""  # the model was not asked again
 
     answer, before = await prompt(server, session, "next question")
-    assert answer["result"] == {"stopReason": "end_turn"}
+    assert stop_reason(answer["result"]) == "end_turn"
     assert agent_text(before) == "Fine again."  # the history the model saw was consistent
 
 
@@ -96,7 +96,7 @@ async def test_the_permission_request_carries_a_tool_call_update_not_a_session_u
     editor = FakeEditor(fs=False, terminal=False)
     session = await open_session(server, editor, tmp_path, "ask")
     answer, _ = await prompt(server, session, "run it")
-    assert answer["result"] == {"stopReason": "end_turn"}
+    assert stop_reason(answer["result"]) == "end_turn"
     (request,) = editor.permission_requests
     tool_call = request["toolCall"]
     assert "sessionUpdate" not in tool_call
@@ -137,7 +137,7 @@ async def test_an_error_the_editor_answers_is_a_worded_tool_failure(
 
     server.handlers[method] = refuse
     answer, before = await prompt(server, session, "go")
-    assert answer["result"] == {"stopReason": "end_turn"}
+    assert stop_reason(answer["result"]) == "end_turn"
     ((status, text),) = final_texts(before)
     assert status == "failed"
     assert method in text and "Quota exceeded" in text and '"limit": 4' in text

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.raw import Frame, RawServer
+from tests.support.raw import Frame, RawServer, stop_reason
 
 Start = Callable[..., Any]
 SEED = int(os.environ.get("ACP_CRASH_SEED", "20261130"))
@@ -134,7 +134,7 @@ class Crashes:
         req = await self.prompt(server, text)
         answer, before = await server.response(req, timeout=20)
         said = "".join(texts(before, "agent_message_chunk"))
-        assert answer.get("result") == {"stopReason": "end_turn"}, (answer, said)
+        assert stop_reason(answer.get("result")) == "end_turn", (answer, said)
         assert said.endswith(f"reply {n}."), f"turn {n} ({kind}, first={first}): {said!r}"
         self.confirmed.append(text)
 

@@ -19,6 +19,7 @@ import pytest
 from tests.support.context_session import ReaderSession, compactions, write_files
 from tests.support.mock_llm import MockLLM
 from tests.support.mock_llm.responders import file_reader
+from tests.support.mock_llm.view import is_summary
 
 Start = Callable[..., Any]
 GPT_41_WINDOW = 1_047_576  # OpenAI's documented window of gpt-4.1
@@ -78,7 +79,7 @@ async def test_thirty_turns_on_strict_openai_with_the_models_real_window(
         assert mock.invalid == []  # no request refused
         assert sizes(reader) == {window}
         bodies = [r.json for r in mock.chat_requests]
-        summaries = [b for b in bodies if "tools" not in b]
+        summaries = [b for b in bodies if is_summary(b)]
         assert len(summaries) >= 3
         limit = "max_completion_tokens" if model == "o3" else "max_tokens"
         assert all(limit in b for b in summaries)

@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.support.fake_editor import FakeEditor
 from tests.support.mock_llm import MockLLM, running_mock_llm
-from tests.support.raw import Frame, RawServer
+from tests.support.raw import Frame, RawServer, stop_reason
 
 Start = Callable[..., Any]
 SHELL = {"name": "run_command", "arguments": {"command": "echo hello"}}
@@ -46,7 +46,7 @@ async def full_session(server: RawServer, mock: MockLLM, cwd: Path) -> None:
     session = new["result"]["sessionId"]
     mock.queue({"tool_calls": [SHELL]}, {"text": "It printed hello."})
     answer, _ = await server.response(await prompt(server, session, "run echo"), 20)
-    assert answer["result"] == {"stopReason": "end_turn"}
+    assert stop_reason(answer["result"]) == "end_turn"
     assert len(editor.permission_requests) == 1
     del server.handlers["session/request_permission"]  # the next one stays unanswered
     mock.queue({"tool_calls": [SHELL]})
@@ -54,7 +54,7 @@ async def full_session(server: RawServer, mock: MockLLM, cwd: Path) -> None:
     await server.until(is_permission)
     await server.notify("session/cancel", {"sessionId": session})
     answer, _ = await server.response(running)
-    assert answer["result"] == {"stopReason": "cancelled"}
+    assert stop_reason(answer["result"]) == "cancelled"
     assert (await server.request("session/close", {"sessionId": session}))["result"] == {}
     load = {"sessionId": session, "cwd": str(cwd), "mcpServers": []}
     assert "result" in await server.request("session/load", load)
@@ -113,7 +113,7 @@ async def test_debug_lines_go_to_the_file_and_to_stderr_only_when_asked(
     for server in (quiet, loud):
         session = await server.handshake(str(tmp_path))
         answer, _ = await server.response(await prompt(server, session, "hello"))
-        assert answer["result"] == {"stopReason": "end_turn"}
+        assert stop_reason(answer["result"]) == "end_turn"
         await server.close_stdin()
         assert await server.wait() == 0
     assert await quiet.stderr_text() == ""

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from acp_server.store.database import Store
-from tests.support.raw import Frame, RawServer
+from tests.support.raw import Frame, RawServer, stop_reason
 
 Start = Callable[..., Any]
 
@@ -43,7 +43,7 @@ async def test_an_empty_prompt_ends_at_once_without_the_model(
     server: RawServer = await server_factory("--script", str(script(rounds)))
     session = await server.handshake(str(tmp_path))
     answer, before = await send(server, session, [])
-    assert answer["result"] == {"stopReason": "end_turn"}
+    assert stop_reason(answer["result"]) == "end_turn"
     assert updates_of(before) == []  # no reply, no "Untitled" title
     await server.request("session/list", {})  # waits for the store's writes
     store = Store(private_data_dir / "sessions.sqlite3")
@@ -53,7 +53,7 @@ async def test_an_empty_prompt_ends_at_once_without_the_model(
         store.close()
 
     answer, before = await send(server, session, [{"type": "text", "text": "a real question"}])
-    assert answer["result"] == {"stopReason": "end_turn"}
+    assert stop_reason(answer["result"]) == "end_turn"
     shown = updates_of(before)
     titles = [u["title"] for u in shown if u["sessionUpdate"] == "session_info_update"]
     assert titles == ["a real question"]
@@ -88,7 +88,7 @@ async def test_a_block_the_schema_or_our_capabilities_refuse_is_invalid_params(
     assert named in answer["error"]["message"], answer["error"]["message"]
     assert updates_of(before) == []
     answer, _ = await send(server, session, [{"type": "text", "text": "then this"}])
-    assert answer["result"] == {"stopReason": "end_turn"}
+    assert stop_reason(answer["result"]) == "end_turn"
     await server.close_stdin()
     assert await server.wait() == 0
 
@@ -122,6 +122,6 @@ async def test_every_block_the_schema_allows_is_accepted(
     server: RawServer = await server_factory("--script", str(script(rounds)))
     session = await server.handshake(str(tmp_path))
     answer, before = await send(server, session, blocks)
-    assert answer["result"] == {"stopReason": "end_turn"}, answer
+    assert stop_reason(answer["result"]) == "end_turn", answer
     agent = [u for u in updates_of(before) if u["sessionUpdate"] == "agent_message_chunk"]
     assert "".join(u["content"]["text"] for u in agent) == "Got them."

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.raw import Frame, RawServer
+from tests.support.raw import Frame, RawServer, stop_reason
 from tests.support.store_faults import MARKER, refuse_marked_events
 
 Start = Callable[..., Any]
@@ -61,9 +61,9 @@ async def test_a_failed_write_is_reported_and_later_prompts_are_stored(
     assert told in agent_text(before)  # the user is told in the chat, before the answer
 
     answer, _ = await prompt(server, first, "second prompt")
-    assert answer["result"] == {"stopReason": "end_turn"}
+    assert stop_reason(answer["result"]) == "end_turn"
     answer, _ = await prompt(server, other, "third prompt")
-    assert answer["result"] == {"stopReason": "end_turn"}
+    assert stop_reason(answer["result"]) == "end_turn"
     await server.close_stdin()
     assert await server.wait() == 0
 

@@ -203,3 +203,12 @@ class RawServer:
             self.proc.kill()
             await self.proc.wait()
         self._reader.cancel()
+
+
+def stop_reason(result: Any) -> str:
+    """A prompt result's stop reason, after checking it is a turn that neither failed nor went
+    unsaved (the result also carries the turn's usage and the session's totals)."""
+    assert isinstance(result, dict) and "stopReason" in result, result
+    meta = result.get("_meta", {}).get("acpServer", {})
+    assert "turnFailed" not in meta and "notSaved" not in meta, result
+    return str(result["stopReason"])
