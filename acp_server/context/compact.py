@@ -54,7 +54,7 @@ from acp_server.context.fit import ContextBudget, Fit
 from acp_server.context.prune import exchange_start, prune_tool_outputs
 from acp_server.context.state import ACK, is_state_message, rebuild, round_starts
 from acp_server.context.summary import prefix_request, summary_request
-from acp_server.context.tokens import Estimator
+from acp_server.context.tokens import MESSAGE_OVERHEAD, Estimator
 from acp_server.context.truncate import tail_start, truncate
 from acp_server.messages import Message, ModelRequest, ToolSpec, is_note
 
@@ -80,6 +80,7 @@ SUMMARY_SHARE = 0.1  # the summary's own length (its max_tokens)
 NEAR_BEST_SHARE = 0.1  # pruning this close to what a summary could reach is enough
 MIN_GAIN_SHARE = 0.15  # a summary must be expected to free at least this much
 LIMIT_MARGIN = 0.01  # a compacted request stays this far under the budget
+PREFIX_SHARE = 0.75  # of the budget, the most a summary asked in the conversation's terms takes
 PRUNE_SLACK = 0.03  # a pruned request this close to its goal is a close call
 SHRINK_MARGIN = 0.1  # a stage must shrink the request by at least this share
 MAX_SUMMARY_FAILURES = 2
@@ -380,7 +381,11 @@ async def _summary(
     if history and len(older) < len(history):
         first_kept = history[len(older)]
         ask = prefix_request(system, tools, history, first_kept, reply_tokens, focus)
-        if plan.fit.used + est.corrected(est.text(ask.messages[-1].text)) < budget.window.budget:
+        # Estimates run short of a server's count (a third and more against some tokenizers),
+        # and a refused summary costs a round: the conversation's own prefix is tried only
+        # with a quarter of the budget to spare, else the transcript (which is fitted) is.
+        asked = plan.fit.used + est.corrected(est.text(ask.messages[-1].text) + MESSAGE_OVERHEAD)
+        if asked <= budget.window.budget * PREFIX_SHARE:
             requests.append(ask)
     requests.append(summary_request(older, est, budget.window.budget, reply_tokens, focus))
     why = ""
