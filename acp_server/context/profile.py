@@ -6,8 +6,9 @@ than a quarter of it (8,192 is also the default window of a model nobody describ
 profile is compact: every description is cut to its first sentence (no examples, no defaults),
 parameters that need a tool left out go with it (`COMPANIONS`), and the rarely needed tools are
 left out, in `LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is within a quarter
-of the window (subagents and the search for MCP tools last: a window this small has little use
-for either); when it is still larger, the parameters lose their descriptions too (`bare`: their
+of the window (subagents last: a window this small has little use for them; `search_tools`,
+offered only when MCP tools are deferred, is never left out, since it is the one way to reach
+them); when it is still larger, the parameters lose their descriptions too (`bare`: their
 names, types and bounds say most of it). The core tools (read, edit, run) are never left out.
 This module only decides and measures; the session applies it.
 """
@@ -34,7 +35,6 @@ LEAVE_OUT_ORDER = (
     "write_file",
     "grep",
     "task",
-    "search_tools",
 )
 DROPPED_KEYS = frozenset({"$schema", "default", "examples"})
 # Parameters that only make sense with a tool that may be left out: gone with it.
