@@ -88,6 +88,7 @@ async def session_in(
     how: str,
     rounds: list[dict[str, Any]],
     prompts: int = 1,
+    cwd: Path | None = None,
 ) -> dict[str, dict[str, Any]]:
     """A server started in HOME, one session there playing `rounds` over `prompts` prompts
     (the model is the mock, so that the configuration file is read as with a real one); the
@@ -103,7 +104,7 @@ async def session_in(
         cwd=str(place.home) if place.user else None,
     )
     editor = FakeEditor(fs=False, terminal=False)
-    session = await open_session(server, editor, place.home)
+    session = await open_session(server, editor, cwd or place.home)
     frames: list[Any] = []
     for _ in range(prompts):
         stop, more = await run_prompt(server, session)
@@ -185,3 +186,33 @@ async def test_a_planted_gitconfig_or_bashrc_in_home_runs_nothing_of_the_agents(
         assert [u["status"] for u in outcome.values()] == ["completed"] * 2, outcome
         assert (place.home / ".gitconfig").exists() and (place.home / ".bashrc").exists()
     assert place.marked() == []
+
+
+# --- a FIFO named like an instruction file ------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["bubblewrap", "landlock"])
+async def test_a_fifo_named_agents_md_freezes_nothing(
+    server_factory: Start, mock_llm: MockLLM, place: Home, how: str
+) -> None:
+    """A sandboxed command makes FIFOs named like instruction files, at the project's top and
+    in a nested folder; a tool call there then makes the agent look for that folder's
+    instructions, and the next turn for the top's. Opening a FIFO to read it waits for a
+    writer that never comes: the turns must end all the same."""
+    mechanism(how)
+    project = place.home / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "sub" / "notes.txt").write_text("notes\n", encoding="utf-8")
+    fifos = "mkfifo AGENTS.md CLAUDE.md sub/AGENTS.md sub/CLAUDE.md sub/deeper.md"
+    rounds = [
+        call("run_command", command=fifos),
+        call("read_file", path=str(project / "sub" / "notes.txt")),
+        call("list_directory", path=str(project / "sub")),
+        {"text": "Read."},
+        call("read_file", path=str(project / "sub" / "notes.txt")),
+        {"text": "Again."},
+    ]
+    outcome = await session_in(server_factory, mock_llm, place, how, rounds, 2, cwd=project)
+    statuses = [u["status"] for u in outcome.values()]
+    assert statuses[0] == "completed" and statuses[1] == "completed", outcome
+    assert (project / "sub" / "AGENTS.md").is_fifo()
