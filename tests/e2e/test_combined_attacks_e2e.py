@@ -216,3 +216,51 @@ async def test_a_fifo_named_agents_md_freezes_nothing(
     statuses = [u["status"] for u in outcome.values()]
     assert statuses[0] == "completed" and statuses[1] == "completed", outcome
     assert (project / "sub" / "AGENTS.md").is_fifo()
+
+
+# --- .git swapped for a link to another repository between turns -------------------------------
+
+
+@pytest.mark.parametrize("how", ["bubblewrap", "landlock", "none"])
+async def test_git_swapped_for_a_link_to_a_trapped_repository_runs_nothing(
+    server_factory: Start, mock_llm: MockLLM, place: Home, how: str
+) -> None:
+    """A command makes a second repository whose settings and hooks start a program, then
+    replaces the project's `.git` by a link to it (or by a `gitdir:` file naming it). The
+    sandbox keeps `.git` (a mount point under bubblewrap); with no sandbox (`none`: the
+    command asks, and the test's editor allows it) the swap lands, and the agent's own git at
+    the next turns must still run none of what the other repository names."""
+    if how != "none":
+        mechanism(how)
+    project = place.home / "project"
+    project.mkdir()
+    (project / "a.txt").write_text("a\n", encoding="utf-8")
+    clean = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q"], cwd=project, env=clean, check=True, timeout=30)
+    hook = project / "hook.sh"
+    hook.write_text(f"#!/bin/sh\n{trap_command(place, 'hook-ran')}\ncat\n", encoding="utf-8")
+    hook.chmod(0o755)
+    other = (
+        f"git init -q other && git -C other config core.fsmonitor '{hook}' && "
+        f"git -C other config core.pager '{hook}' && for h in pre-commit post-checkout "
+        "fsmonitor-watchman post-index-change reference-transaction; do "
+        f"cp '{hook}' other/.git/hooks/$h; done"
+    )
+    swap = (
+        "mv .git .git-old || rm -rf .git; ln -s other/.git .git || "
+        "printf 'gitdir: other/.git\\n' > .git; ls -la .git"
+    )
+    rounds = [
+        call("run_command", command=other),
+        call("run_command", command=swap),
+        {"text": "Swapped."},
+        {"text": "One."},
+        {"text": "Two."},
+    ]
+    outcome = await session_in(server_factory, mock_llm, place, how, rounds, 3, cwd=project)
+    assert next(u["status"] for u in outcome.values()) == "completed", outcome
+    if how == "bubblewrap":
+        assert (project / ".git").is_dir() and not (project / ".git").is_symlink()
+    if how == "none":  # the swap landed: the agent's git now reads the trapped repository
+        assert (project / ".git").is_symlink() or (project / ".git").is_file()
+    assert place.marked() == []
