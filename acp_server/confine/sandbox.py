@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Literal
 
 from acp_server.confine import vcs_guard
-from acp_server.confine.secrets import hidden_paths
+from acp_server.confine.secrets import hidden_paths, make_agent_folders
 
 Level = Literal["off", "read-only", "workspace-write", "workspace-net"]
 LEVELS: tuple[Level, ...] = ("off", "read-only", "workspace-write", "workspace-net")
@@ -108,7 +108,10 @@ def key_store() -> Path:
 
 def policy_for(level: Level, roots: tuple[Path, ...], key_store: Path | None) -> Policy:
     """The policy of a session with these roots (a private temp dir made for it). Every secret
-    that exists is hidden (`secrets.hidden_paths`, and `key_store`), inside a root too."""
+    that exists is hidden (`secrets.hidden_paths`, and `key_store`), inside a root too; the
+    agent's own folders are made first where missing (`secrets.make_agent_folders`)."""
+    if level != "off":
+        make_agent_folders()
     hidden = list(hidden_paths())
     if key_store is not None and os.path.lexists(key_store) and key_store not in hidden:
         hidden.append(key_store)

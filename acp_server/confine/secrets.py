@@ -92,6 +92,20 @@ def agent_folders() -> list[Path]:
     return [Path(os.path.abspath(p)) for p in found]
 
 
+def make_agent_folders() -> None:
+    """Make the agent's data, state and configuration folders (mode 0700) where they are
+    missing, so that a sandbox can hide them: a missing one cannot be covered, and a session
+    whose root holds its place (a session in HOME) could otherwise make it, and in it the
+    configuration file the next session reads (an MCP server it starts outside the sandbox,
+    with the agent's keys) or permission rules it trusts. A folder that cannot be made is
+    left: its parent is then not the user's to write, nor the sandbox's."""
+    for folder in agent_folders()[:3]:  # not ACP_SERVER_CONFIG's file: named, it must exist
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            continue
+
+
 def locations() -> list[Path]:
     """Every secret location, existing or not, as named and as it really is (symlinks
     resolved), without repeats. Worked out once for each environment that names them (the

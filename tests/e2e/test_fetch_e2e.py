@@ -199,3 +199,23 @@ async def test_a_dns_answer_that_changes_after_the_check_leads_nowhere_new(
     assert Handler.requests == [], text  # nothing reached the server on 127.0.0.1
     assert "Widgets" not in text and f"Cannot fetch http://rebind.test:{port}/page" in text
     assert log.read_text().splitlines() == [f"resolve {PUBLIC}", f"connect {PUBLIC}"]
+
+
+async def test_ipv4_carried_in_ipv6_is_refused_like_the_ipv4_it_carries(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    """Finding 10 over the wire: the loopback and the cloud metadata address written as NAT64,
+    6to4, IPv4-mapped and IPv4-compatible IPv6 literals (a NAT64 gateway or the stack turns
+    them back into the IPv4) are refused, as the IPv4 literals are."""
+    hosts = ["[64:ff9b::7f00:1]", "[64:ff9b::a9fe:a9fe]", "[2002:7f00:1::]",
+             "[::ffff:127.0.0.1]", "[::127.0.0.1]", "[2002:a9fe:a9fe::1]"]  # fmt: skip
+    rounds = [*(call("fetch_url", url=f"http://{host}:8080/") for host in hosts), {"text": "no"}]
+    env = {"ACP_SERVER_DATA_DIR": str(tmp_path / "d")}
+    server = await server_factory("--script", str(script(rounds)), env=env)
+    session = await open_session(server, FakeEditor(), tmp_path)
+    _, frames = await run_prompt(server, session)
+    finals = list(final_updates(frames).values())
+    assert [f["status"] for f in finals] == ["failed"] * len(hosts), finals
+    for n in range(len(hosts)):
+        text = result_text(frames, "fetch_url", n)
+        assert "Refused:" in text and "private or local address" in text, text

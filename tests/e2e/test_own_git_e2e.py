@@ -191,9 +191,13 @@ async def test_a_sandboxed_command_cannot_plant_an_fsmonitor_the_agent_runs(
     repository(place.project)
     hook = f"printf '#!/bin/sh\\nenv > {place.marks}/planted\\n' > hook.sh && chmod +x hook.sh"
     plant = "git config core.fsmonitor ./hook.sh"
+    # Root in a dev container: the read-only bind over .git taken off first (no capability
+    # for it is left under either mechanism), then the hook planted.
+    unbind = "umount -l .git; git config core.fsmonitor ./hook.sh"
     mock_llm.queue(
         {"tool_calls": [{"id": "c1", "name": "run_command", "arguments": {"command": hook}}]},
         {"tool_calls": [{"id": "c2", "name": "run_command", "arguments": {"command": plant}}]},
+        {"tool_calls": [{"id": "c3", "name": "run_command", "arguments": {"command": unbind}}]},
         {"text": "Planted."},
         {"text": "One."},
         {"text": "Two."},
@@ -209,9 +213,10 @@ async def test_a_sandboxed_command_cannot_plant_an_fsmonitor_the_agent_runs(
     # .git is read-only in the project (under Landlock where the kernel lets the launcher
     # have a mount namespace: vcs_guard.py)
     if how == "bubblewrap" or read_only_binds_work(place.project, place.user):
-        status, text = outcome[plant]
-        assert status == "failed", text
-        assert "blocked by the sandbox" in text and "version-control folders" in text, text
+        for command in (plant, unbind):
+            status, text = outcome[command]
+            assert status == "failed", text
+            assert "blocked by the sandbox" in text and "version-control folders" in text, text
     for _ in range(2):
         assert (await run_prompt(server, session))[0] == "end_turn"
     assert place.marked() == {}

@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -204,3 +205,96 @@ async def test_a_setsid_child_does_not_outlive_its_command_or_the_agent(
         for pid in processes_running(token):
             os.kill(pid, signal.SIGKILL)
     assert after_the_command == [] and after_the_agent == []
+
+
+@pytest.fixture
+def listeners() -> Iterator[tuple[int, int, list[bytes]]]:
+    """A TCP server on the host's loopback answering "reached", and a UDP one recording what
+    it receives: (tcp port, udp port, received)."""
+    tcp = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(0.2)
+    got: list[bytes] = []
+    stop = threading.Event()
+
+    def serve_tcp() -> None:
+        while True:
+            try:
+                conn, _ = tcp.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"reached")
+
+    def serve_udp() -> None:
+        while not stop.is_set():
+            try:
+                got.append(udp.recv(100))
+            except OSError:
+                continue
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (serve_tcp, serve_udp)]
+    for thread in threads:
+        thread.start()
+    yield tcp.getsockname()[1], udp.getsockname()[1], got
+    stop.set()
+    tcp.close()
+    threads[1].join(2)
+    udp.close()
+
+
+async def test_root_and_the_network_are_no_way_out_over_the_wire(
+    server_factory: Start,
+    tmp_path: Path,
+    how: str,
+    who: User | None,
+    listeners: tuple[int, int, list[bytes]],
+) -> None:
+    """Findings 2 and 5 as one sandboxed command (no prompt): unmount the cover of ~/.ssh and
+    read the key, remount / writable and write /etc, unmount /proc and read the agent's
+    environment, configure the host's loopback, write the host's /dev/shm, and with the
+    network off leave by MPTCP and UDP to servers on the host's loopback."""
+    tcp_port, udp_port, received = listeners
+    place = Place(who, tmp_path)
+    key = place.home / ".ssh" / "id_ed25519"
+    key.parent.mkdir()
+    key.write_text(f"-----BEGIN OPENSSH PRIVATE KEY-----{SECRET}\n", encoding="utf-8")
+    if who is not None:
+        who.own(place.home)
+    tag = uuid.uuid4().hex
+    etc, shm = Path("/etc") / f"acp-escape-{tag}", Path("/dev/shm") / f"acp-escape-{tag}"
+    mptcp = (
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262); "
+        f"s.settimeout(5); s.connect(('127.0.0.1', {tcp_port})); print(s.recv(10))"
+    )
+    udp = (
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+        f"[s.sendto(b'leaked', ('127.0.0.1', {udp_port})) for _ in range(3)]; print('sent')"
+    )
+    mtu = Path("/sys/class/net/lo/mtu").read_text().strip()
+    steps = [
+        f"umount -l {key.parent} 2>/dev/null; umount -l {key} 2>/dev/null; cat {key}",
+        f"mount -o remount,rw / 2>/dev/null; echo x > {etc}",
+        "umount -l /proc 2>/dev/null; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'",
+        f"ip link set lo mtu {mtu} 2>/dev/null && echo CONFIGURED",
+        f"echo x > {shm}",
+        f"{place.python} -c {shlex.quote(mptcp)}",
+        f"{place.python} -c {shlex.quote(udp)}",
+    ]
+    command = "; ".join(f"( {step} ) 2>&1" for step in steps) + "; echo TRIED-ALL"
+    rounds = [call("run_command", command=command), {"text": "Tried."}]
+    server = await place.start(
+        server_factory, rounds, how=how, level="workspace-write", ANTHROPIC_API_KEY=SECRET
+    )
+    try:
+        _, text = await one_command(server, place.project)
+        time.sleep(0.3)  # a datagram on its way
+        written = [str(p) for p in (etc, shm) if p.exists()]
+    finally:
+        for made in (etc, shm):
+            made.unlink(missing_ok=True)
+    assert written == [], text
+    assert "TRIED-ALL" in text, text
+    assert SECRET not in text and "CONFIGURED" not in text and "reached" not in text, text
+    assert received == []

@@ -153,9 +153,12 @@ def test_in_the_sandbox_a_command_cannot_change_git_but_still_makes_files(
         "mv evil.cfg .git/config",
         "mv .git gone",
         "ln -sf ../evil.cfg .git/config",
+        # as root too: bubblewrap drops every capability (--cap-drop ALL), Landlock's launcher
+        # empties every set, so the read-only bind over .git cannot be taken off
+        "umount -l .git",
+        "umount -l .git && git config core.fsmonitor ./hook.sh",
+        "umount -l .git; echo x > .git/hooks/pre-commit",
     ]
-    if how == "landlock" or os.geteuid() != 0:  # bubblewrap as root: item 3's capability drop
-        attacks.append("umount -l .git")
     before = (project / ".git" / "config").read_text(encoding="utf-8")
     for attack in attacks:
         done = subprocess.run(
