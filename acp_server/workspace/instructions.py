@@ -103,7 +103,7 @@ class Reader:
     no link followed, so a link swapped in meanwhile is not followed either."""
 
     def __init__(self, roots: Iterable[Path] = ()) -> None:
-        self.roots = tuple(Path(os.path.realpath(root)) for root in roots)
+        self.roots = tuple(real for real in map(_resolved, roots) if real is not None)
         self._cache: dict[Path, tuple[tuple[int, int], str]] = {}
         self.skipped: dict[Path, str] = {}
 
@@ -241,3 +241,12 @@ def _scope(item: Found, root: Path) -> str:
     if where == ".":
         return "the project's instructions"
     return f"for files under {where}/"
+
+
+def _resolved(folder: Path) -> Path | None:
+    """`folder` with its links resolved; None for a path the system cannot look at (a NUL
+    byte, a name too long: an editor may send any cwd)."""
+    try:
+        return Path(os.path.realpath(folder))
+    except (OSError, ValueError):
+        return None

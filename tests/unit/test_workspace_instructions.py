@@ -175,3 +175,10 @@ def test_a_fifo_named_agents_md_is_skipped_without_waiting(tmp_path: Path) -> No
         ("CLAUDE.md", False, "claude\n"),
     ]
     assert "FIFO" in found[0].skipped
+
+
+def test_a_root_the_system_cannot_look_at_is_no_root(tmp_path: Path) -> None:
+    """An editor may send a cwd with a NUL byte (the structural fuzz did, seed 2530760127):
+    reading instructions leaves it out instead of failing session/load."""
+    reader = Reader((tmp_path / "a\0b", tmp_path))
+    assert reader.roots == (Path(os.path.realpath(tmp_path)),)
