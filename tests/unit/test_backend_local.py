@@ -38,9 +38,10 @@ async def test_local_with_a_missing_file_answers_each_prompt_with_the_problem(
 
 def test_every_session_gets_the_same_server_for_a_model(tmp_path: Path) -> None:
     gguf = tmp_path / "m.gguf"
-    first = local_server.shared(gguf, 4096, tmp_path / "log")
-    assert local_server.shared(gguf, 4096, tmp_path / "log") is first
-    assert local_server.shared(gguf, 2048, tmp_path / "log") is not first
+    first = local_server.shared(gguf, 4096, tmp_path / "log", None)
+    assert local_server.shared(gguf, 4096, tmp_path / "log", None) is first
+    assert local_server.shared(gguf, 2048, tmp_path / "log", None) is not first
+    assert local_server.shared(gguf, 4096, tmp_path / "log", "chatml") is not first
 
 
 def test_the_window_is_the_configured_n_ctx() -> None:
