@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_server.backends import Backend
+from acp_server.backends.sampling import Sampling
 
 if TYPE_CHECKING:
     from acp_server.messages import Event, ModelRequest
@@ -137,7 +138,7 @@ class LocalBackend:
         from acp_server.backends.local_server import shared
         from acp_server.settings import data_dir
 
-        self._http = dict(http)  # retry and timeout settings (select.http_options)
+        self._http = dict(http)  # retry, timeout and sampling settings (select._local)
         fmt, self.calls_tools = chat_format(gguf, env)
         self._server = shared(gguf, n_ctx(env), data_dir() / "local-model.log", fmt)
         self._backend: Backend | None = None
@@ -146,6 +147,12 @@ class LocalBackend:
     @property
     def label(self) -> str:
         return f"local:{self._server.alias}"
+
+    @property
+    def sampling(self) -> Sampling:
+        """The temperature and top_p sent (temperature 0 unless configured)."""
+        found = self._http.get("sampling")
+        return found if isinstance(found, Sampling) else Sampling()
 
     async def context_window(self) -> int | None:
         return self._server.n_ctx

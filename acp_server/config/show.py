@@ -47,7 +47,8 @@ def render_effective(config: Config, env: Mapping[str, str] | None = None) -> st
 
 def _model_lines(model: ModelConfig) -> list[str]:
     out = [f"provider = {_toml(model.provider)}", f"id = {_toml(model.id)}"]
-    for key in ("name", "window", "reply_reserve", "tools", "images", "adaptive_thinking"):
+    keys = ("name", "window", "reply_reserve", "tools", "images", "adaptive_thinking")
+    for key in (*keys, "temperature", "top_p"):
         value = getattr(model, key)
         if value is not None:
             out.append(f"{key} = {_toml(value)}")
