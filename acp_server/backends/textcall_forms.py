@@ -11,6 +11,9 @@ reply text, each family its own way (tests/fixtures/local_replies holds real one
 - a fenced code block (```` ```json ````) holding one call object, and a reply that is nothing but
   one call object: what Qwen2.5-Coder-1.5B writes most.
 
+A model may also echo the markup its template wraps tool results in (`<tool_response>…`) instead
+of answering: that is never shown either (`ECHO`).
+
 The first five are markup: it only ever means a call, so it never shows, and a block that cannot
 be read is a problem (the caller asks the model once more). The last two are ordinary text
 that may happen to be a call: they are one only when every object in them names a tool that was
@@ -39,6 +42,8 @@ class Form:
 
 
 FENCE = Form("fence", "```", "```", markup=False)
+# The markup a template wraps tool results in (Qwen's), which small models echo as their answer.
+ECHO = Form("tool_response", "<tool_response>", "</tool_response>", markup=True)
 FORMS = (
     Form("tool_call", "<tool_call>", "</tool_call>", markup=True),
     Form("tools", "<tools>", "</tools>", markup=True),
@@ -46,6 +51,7 @@ FORMS = (
     Form("python_tag", "<|python_tag|>", None, markup=True),
     Form("mistral", "[TOOL_CALLS]", None, markup=True),
     FENCE,
+    ECHO,
 )
 # The info strings of a fenced block that may hold a call; any other block is shown as it comes.
 CALL_FENCES = frozenset({"", "json", "json5", "jsonc", "tool_call", "tool_code", "tools"})

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from acp_server.backends.textcall_forms import (
     CALL_FENCES,
+    ECHO,
     FENCE,
     FORMS,
     Form,
@@ -60,6 +61,14 @@ EXPLANATION = (
     "To call a tool, write one block per call, exactly like this, with the arguments as a JSON "
     'object:\n<tool_call>{{"name": "TOOL_NAME", "arguments": {{"ARGUMENT": "VALUE"}}}}</tool_call>'
 )
+RETRY_NOTICE = (
+    "The model wrote a tool call that could not be used ({problem}); asking it to try again."
+)
+ECHO_NOTICE = "The model repeated the tool result instead of answering; asking it again."
+ECHO_EXPLANATION = (
+    "Your last message only repeated the tool result instead of answering. Answer my request "
+    "now in plain words, using that result, or call another tool if you need more."
+)
 UNREAD = (
     "The model's reply looks like a tool call, but {problem}, so nothing was run. A model that "
     "keeps doing this may not be able to use this agent's tools: see docs/models.md."
@@ -82,16 +91,22 @@ class InlineCallScanner:
         self.recovered = 0
         self.problems: list[str] = []
         self.unread: list[str] = []
+        self.echoed = 0  # tool-result markup the model repeated (never shown)
+        self.shown = False  # visible text other than white space came out
 
     def feed(self, text: str) -> list[Event]:
         """Take a text delta; return what can be decided now."""
         if self._quiet() and not TRIGGERS.intersection(text):
             # The common case, decided at once: no block can start here.
-            return [TextDelta(text)] if text else []
+            return self._seen([TextDelta(text)] if text else [])
         self._buffer += text
         out: list[Event] = []
         while self._step(out):
             pass
+        return self._seen(out)
+
+    def _seen(self, out: list[Event]) -> list[Event]:
+        self.shown = self.shown or any(isinstance(e, TextDelta) and e.text.strip() for e in out)
         return out
 
     def _quiet(self) -> bool:
@@ -110,7 +125,7 @@ class InlineCallScanner:
         self._buffer = ""
         self._form = None
         self._bare = self._plain_fence = False
-        return out
+        return self._seen(out)
 
     def _step(self, out: list[Event]) -> bool:
         """Consume one decided piece of the buffer; False when the rest must wait."""
@@ -197,6 +212,9 @@ class InlineCallScanner:
 
     def _block(self, form: Form | None, content: str, raw: str) -> list[Event]:
         """The events for one block: its calls, or its text when it was not a call after all."""
+        if form is ECHO:
+            self.echoed += 1
+            return []
         reading = read_block(form, content, self._offered)
         if form is not None and form.markup:
             self.problems += reading.problems
@@ -232,11 +250,22 @@ class _Pass:
     recovered: int = 0
     problems: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
+    echoed: int = 0
+    shown: bool = False
 
-    def wants_retry(self, request: ModelRequest) -> bool:
+    def retry(self, request: ModelRequest) -> tuple[str, str] | None:
+        """(the notice, the explanation for the model) when the reply is to be asked again:
+        its only call could not be used, or it only echoed a tool result; else None."""
         valid = self.native_calls or self.recovered > 0
-        ended = self.finish in ("stop", "tool_calls")
-        return ended and bool(self.problems) and not valid and bool(request.tools)
+        if self.finish not in ("stop", "tool_calls") or valid or not request.tools:
+            return None
+        if self.problems:
+            return RETRY_NOTICE.format(problem=self.problems[0]), EXPLANATION.format(
+                problem=self.problems[0]
+            )
+        if self.echoed and not self.shown:
+            return ECHO_NOTICE, ECHO_EXPLANATION
+        return None
 
 
 Send = Callable[[ModelRequest], AsyncIterator[Event]]
@@ -258,16 +287,13 @@ class CallRecovery:
             yield event
         if first.finish is None:
             return  # ended by a StreamError (or without a finish): nothing to decide
-        if not first.wants_retry(request):
+        retry = first.retry(request)
+        if retry is None:
             for event in _closing(first):
                 yield event
             return
-        yield Notice(
-            f"The model wrote a tool call that could not be used ({first.problems[0]}); "
-            "asking it to try again.",
-            "info",
-        )
-        again = retry_request(request, "".join(first.raw_text), first.problems[0])
+        yield Notice(retry[0], "info")
+        again = retry_request(request, "".join(first.raw_text), retry[1])
         second = _Pass()
         async for event in self._filter(send(again), second, request):
             yield event
@@ -305,6 +331,7 @@ class CallRecovery:
         out.recovered = scanner.recovered
         out.problems = scanner.problems
         out.unread = scanner.unread
+        out.echoed, out.shown = scanner.echoed, scanner.shown
 
 
 def _closing(done: _Pass) -> list[Event]:
@@ -326,10 +353,10 @@ def _closing(done: _Pass) -> list[Event]:
     return out
 
 
-def retry_request(request: ModelRequest, reply_text: str, problem: str) -> ModelRequest:
-    """The request again, plus the failed reply's text and an explanation of the format."""
+def retry_request(request: ModelRequest, reply_text: str, explanation: str) -> ModelRequest:
+    """The request again, plus the failed reply's text and what was wrong with it."""
     extra = (
         text_message("assistant", reply_text),
-        text_message("user", EXPLANATION.format(problem=problem)),
+        text_message("user", explanation),
     )
     return dataclasses.replace(request, messages=request.messages + extra)

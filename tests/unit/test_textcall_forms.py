@@ -152,3 +152,36 @@ def test_nothing_is_recovered_when_no_tools_are_offered() -> None:
     _, events = scan([text], offered={})
     assert calls(events) == [] and visible(events) == text
     assert read_block(None, '{"name": "read_file", "arguments": {}}', {}).calls == []
+
+
+RECORDED: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "qwen15-list.txt": [("list_directory", {"path": "."})],
+    "qwen15-read.txt": [("read_file", {"path": "/home/user/project/README.md"})],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_the_recorded_calls_of_the_small_model_are_recovered(name: str) -> None:
+    text = (FIXTURES / name).read_text("utf-8")
+    assert text.startswith("```json")  # what the 1.5B writes: a fenced JSON block
+    for deltas in pieces(text):
+        scanner, events = scan(deltas)
+        assert calls(events) == RECORDED[name] and visible(events) == ""
+        assert scanner.problems == [] and scanner.unread == []
+
+
+def test_a_recorded_json_answer_stays_text() -> None:
+    text = (FIXTURES / "qwen15-json-answer.txt").read_text("utf-8")
+    for deltas in pieces(text):
+        scanner, events = scan(deltas)
+        assert calls(events) == [] and visible(events) == text
+        assert scanner.problems == [] and scanner.unread == []
+
+
+def test_a_recorded_answer_around_a_call_to_no_offered_tool_stays_text() -> None:
+    text = (FIXTURES / "qwen15-after-result.txt").read_text("utf-8")
+    for deltas in pieces(text):
+        scanner, events = scan(deltas)
+        assert calls(events) == [] and visible(events) == text
+        assert scanner.problems == [] and len(scanner.unread) == 1
+        assert '"invoice"' in scanner.unread[0]
