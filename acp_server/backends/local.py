@@ -18,7 +18,8 @@ recovers), else with plain ChatML (SmolLM2's template has no tools). ACP_SERVER_
 forces one: `template` (the file's own) or the name of one of llama-cpp-python's formats
 (`chatml`, `llama-3`, ...). Not `chatml-function-calling`: in llama-cpp-python 0.3.36 it turns
 every plain answer into a call and ignores `max_tokens` (a small model may then write arguments
-until the window is full).
+until the window is full). A model that cannot call tools is never offered them, and the user is
+told once (`toolless`).
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ class LocalBackend:
         self._server = shared(gguf, n_ctx(env), data_dir() / "local-model.log", fmt)
         self._backend: Backend | None = None
         self._backend_url: str | None = None
+        self._told = False  # that the model cannot call tools (`toolless`)
 
     @property
     def label(self) -> str:
@@ -158,9 +160,20 @@ class LocalBackend:
         return self._server.n_ctx
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        from acp_server.backends import toolless
         from acp_server.backends.local_server import LocalServerError
-        from acp_server.messages import Notice, StreamError
+        from acp_server.messages import Finish, Notice, StreamError, TextDelta
 
+        if request.tools and not self.calls_tools:
+            told, self._told = self._told, True
+            name = self._server.alias
+            if not told:
+                yield Notice(toolless.NO_TOOLS_NOTICE.format(name=name), "warning")
+            if not told and request.purpose == "turn" and toolless.about_the_workspace(request):
+                yield TextDelta(toolless.NO_TOOLS_ANSWER.format(name=name))
+                yield Finish("stop")
+                return
+            request = toolless.without_tools(request)
         if not self._server.running:  # a few seconds of silence otherwise
             yield Notice(STARTING.format(name=self._server.alias), "info")
         try:
