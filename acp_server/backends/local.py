@@ -45,6 +45,7 @@ SERVER_MODULES = ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette
 CONTEXT_ENV = "ACP_SERVER_LOCAL_CONTEXT"
 EMBEDDED_ENV = "ACP_SERVER_EMBEDDED"  # 0: never fall back to the embedded model by itself
 DEFAULT_N_CTX = 8192
+THREADS_ENV = "ACP_SERVER_LOCAL_THREADS"  # the server's --n_threads (default: every core)
 CHAT_FORMAT_ENV = "ACP_SERVER_LOCAL_CHAT_FORMAT"  # "template", or a llama-cpp-python format
 PLAIN_FORMAT = "chatml"
 STARTING = "Starting the model {name} on this machine; the first answer takes a few seconds."
@@ -141,7 +142,14 @@ class LocalBackend:
 
         self._http = dict(http)  # retry, timeout and sampling settings (select._local)
         fmt, self.calls_tools = chat_format(gguf, env)
-        self._server = shared(gguf, n_ctx(env), data_dir() / "local-model.log", fmt)
+        threads = env.get(THREADS_ENV, "").strip()
+        self._server = shared(
+            gguf,
+            n_ctx(env),
+            data_dir() / "local-model.log",
+            fmt,
+            int(threads) if threads.isdigit() and int(threads) > 0 else None,
+        )
         self._backend: Backend | None = None
         self._backend_url: str | None = None
         self._told = False  # that the model cannot call tools (`toolless`)

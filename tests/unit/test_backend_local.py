@@ -80,3 +80,15 @@ async def test_with_nothing_configured_a_key_stored_by_login_is_used(
     backend = choose_backend(argparse.Namespace())
     await backend.context_window()  # chooses; Anthropic's backend asks nothing for it
     assert backend.label == "anthropic:claude-sonnet-4-5"
+
+
+def test_the_server_threads_can_be_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = local_server.LocalServer(tmp_path / "m.gguf", 4096, tmp_path / "log", threads=2)
+    argv = server.argv(1)
+    assert argv[argv.index("--n_threads") + 1] == "2"
+    assert "--n_threads" not in local_server.LocalServer(tmp_path / "m.gguf", 4096, tmp_path).argv(
+        1
+    )
+    monkeypatch.setenv("ACP_SERVER_DATA_DIR", str(tmp_path / "data"))
+    backend = local.LocalBackend(tmp_path / "t.gguf", {local.THREADS_ENV: "2"}, {})
+    assert "--n_threads" in backend._server.argv(1)
