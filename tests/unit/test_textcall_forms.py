@@ -157,6 +157,21 @@ def test_nothing_is_recovered_when_no_tools_are_offered() -> None:
 RECORDED: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "qwen15-list.txt": [("list_directory", {"path": "."})],
     "qwen15-read.txt": [("read_file", {"path": "/home/user/project/README.md"})],
+    # It copied the glob of the schema's example: a call all the same, and a valid one.
+    "qwen15-grep.txt": [
+        (
+            "grep",
+            {
+                "pattern": "compute_total",
+                "path": "src/**/*.ts",
+                "ignore_case": False,
+                "max_results": 200,
+                "before": 0,
+                "after": 0,
+                "files_only": True,
+            },
+        )
+    ],
 }
 
 
