@@ -78,6 +78,27 @@ class EditorApi(Protocol):
         """The client shows subagents as sessions of their own (`subagents` capability)."""
         ...
 
+    @property
+    def can_elicit_form(self) -> bool:
+        """The client asks the user with forms (`elicitation.form` capability)."""
+        ...
+
+    @property
+    def can_elicit_url(self) -> bool:
+        """The client sends the user to a page (`elicitation.url` capability)."""
+        ...
+
+    async def elicit(self, request: dict[str, Any], tool_call_id: str | None) -> dict[str, Any]:
+        """`elicitation/create` for this session (and the tool call, when given): `request`
+        holds `mode`, `message` and the mode's fields. Returns the answer, {"action":
+        "accept" | "decline" | "cancel", "content"?: {...}}. Only called in a mode the client
+        advertised; a cancel of the caller withdraws the question."""
+        ...
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        """`elicitation/complete`: the page a URL elicitation opened has done its work."""
+        ...
+
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
@@ -119,6 +140,14 @@ class NoEditor:
     can_show_compaction = False
     can_plan = False
     can_subagents = False
+    can_elicit_form = False
+    can_elicit_url = False
+
+    async def elicit(self, request: dict[str, Any], tool_call_id: str | None) -> dict[str, Any]:
+        return {"action": "decline"}
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        return None
 
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]

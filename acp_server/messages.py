@@ -65,6 +65,20 @@ def text_message(role: Role, text: str, **kw: Any) -> Message:
     return Message(role=role, content=(TextPart(text),) if text else (), **kw)
 
 
+NOTE_START = "<agent-note>\nThis note is from the agent you run in, not from the user:\n"
+NOTE_END = "\n</agent-note>"
+
+
+def note_message(text: str) -> Message:
+    """A note for the model from the agent (what changed: git's status, an instruction file),
+    appended to the conversation as a user message: the system prompt stays as it was."""
+    return text_message("user", NOTE_START + text + NOTE_END)
+
+
+def is_note(message: Message) -> bool:
+    return message.role == "user" and message.text.startswith(NOTE_START)
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool as offered to the model."""
@@ -83,8 +97,11 @@ class ModelRequest:
     # How hard the model reasons first: a level of `thought.LEVELS` ("off", "low", ...), which
     # each backend maps to its own knob; None leaves the request as the backend makes it.
     thought_level: str | None = None
-    # "summary": a compaction's summary round (tool-free), not a turn of the conversation
+    # "summary": a compaction's summary round, not a turn of the conversation
     purpose: Literal["turn", "summary"] = "turn"
+    # A stable value per session: servers that route by it keep the session's prompt cache on
+    # one machine (OpenAI's `prompt_cache_key`, a llama.cpp slot). None: nothing is sent.
+    cache_key: str | None = None
 
 
 # ----- stream events ---------------------------------------------------------------------------
@@ -114,9 +131,11 @@ class ToolCallDelta:
 
 @dataclass(frozen=True)
 class Usage:
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # the whole prompt, cached tokens included
     completion_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt, read from the server's prompt cache
+    cache_write_tokens: int = 0  # of the prompt, written to it (Anthropic bills them apart)
+    thought_tokens: int = 0  # of the reply, spent thinking (when the server says)
 
 
 @dataclass(frozen=True)

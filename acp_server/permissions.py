@@ -12,7 +12,9 @@
 | think    | allow    | allow        | allow| allow  | —                      |
 
 Paths are compared after resolving symlinks and `..`, so a link that points out of the
-project counts as outside. Remembered rules never reach outside the roots.
+project counts as outside, and so does a secret place inside it (`confine.secrets`: a session
+whose folder is HOME still asks before `~/.ssh` is read). Remembered rules never reach
+outside the roots.
 
 "Always" answers become scoped rules: a command rule matches the same leading words
 (`git status` allows `git status --short`, never `git push` or `rm`), and never matches a
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from acp_server.confine import secrets
 from acp_server.modes import MODE_IDS as MODE_IDS
 from acp_server.modes import MODES as MODES
 from acp_server.modes import Mode as Mode
@@ -76,6 +79,9 @@ class Permit:
     # could change what it runs (a Makefile, package.json's scripts, conftest.py).
     escalation: bool = False
     url: str | None = None  # a web page fetched (fetch rules match its host)
+    # The paths were named through a link: `paths` is where it led when checked, and the
+    # request the user sees says so (the title names the target).
+    through_link: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,12 +179,13 @@ def decide(
     if mode == "plan" and effect in ("edit", "execute"):
         return Decision("deny", PLAN_REFUSAL)
     touched = [*permit.paths, *([permit.cwd] if permit.cwd else [])]
-    outside = [p for p in touched if not inside_roots(p, roots)]
+    outside = [p for p in touched if not inside_roots(p, roots) or secrets.is_secret(p)]
     matching = [r for r in rules if r.matches(effect, permit)]
     if any(not r.allow for r in matching):
         return Decision("deny", "Refused: the user chose to always reject this kind of call.")
     if outside:
-        return Decision("ask", f"{outside[0]} is outside the project")
+        where = "where keys are kept" if secrets.is_secret(outside[0]) else "outside the project"
+        return Decision("ask", f"{outside[0]} is {where}")
     if effect == "read" or (matching and not permit.escalation):
         return Decision("allow")
     if effect == "execute" and permit.sandboxed and mode in ("ask", "accept_edits"):

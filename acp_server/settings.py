@@ -81,6 +81,8 @@ class Settings:
     config_option: str | None = None
     # The sandbox level of commands (confine.sandbox.LEVELS); None: the file's, else the default.
     sandbox: str | None = None
+    # Variables commands may see besides the allowlist (the configuration file's `command_env`).
+    command_env: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, context_window: int | None = None) -> Settings:
@@ -104,10 +106,16 @@ class Settings:
         sandbox = _level(environ.get(SANDBOX_ENV, ""), SANDBOX_ENV)
         return cls(context_window=window, reply_reserve=reserve, fetch=fetch, sandbox=sandbox)
 
-    def with_file(self, fetch: FetchSettings | None, sandbox: str | None = None) -> Settings:
+    def with_file(
+        self,
+        fetch: FetchSettings | None,
+        sandbox: str | None = None,
+        command_env: tuple[str, ...] = (),
+    ) -> Settings:
         """These settings, with the configuration file's `[fetch]` and `sandbox` where they
-        say nothing."""
-        return replace(self, fetch=self.fetch.over(fetch), sandbox=self.sandbox or sandbox)
+        say nothing, and its `command_env`."""
+        fetch = self.fetch.over(fetch)
+        return replace(self, fetch=fetch, sandbox=self.sandbox or sandbox, command_env=command_env)
 
 
 def _level(value: str, name: str) -> str | None:

@@ -37,7 +37,7 @@ from common import Editor, MockThread, emit, message_chunks, server_command
 
 from tests.support.context_session import write_files
 from tests.support.mock_llm.responders import file_reader
-from tests.support.mock_llm.view import tool_names
+from tests.support.mock_llm.view import is_summary
 
 CARD = re.compile(r"about ([\d,]+) → ([\d,]+) tokens \(([^)]*)\)")
 DEEP = "a_rather_long_folder_name_for_this_project/" * 4
@@ -114,7 +114,7 @@ async def run_session(mock: MockThread, files: list[str], turns: int, cwd: Path)
             seen.turns.append(compaction_lines(lines))
     finally:
         await editor.close()
-    seen.summaries = sum(not tool_names(r.json) for r in mock.mock.chat_requests)
+    seen.summaries = sum(is_summary(r.json) for r in mock.mock.chat_requests)
     return seen
 
 

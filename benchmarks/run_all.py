@@ -52,6 +52,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("sandbox.py", ["--runs", "20"], ["--runs", "5"]),
     ("own_git.py", ["--runs", "20"], ["--runs", "5"]),
     ("compaction.py", [], ["--turns", "30", "--short-turns", "40"]),
+    ("cache.py", [], ["--prompts", "8"]),
     ("search.py", ["--runs", "10"], ["--runs", "3", "--files", "5000"]),
 ]
 

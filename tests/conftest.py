@@ -123,6 +123,17 @@ def figures(request: pytest.FixtureRequest, record_property: Any) -> Callable[[s
     return note
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test has a time limit (pyproject.toml's `timeout`): without pytest-timeout a hung
+    test would hold the run for ever, so the run does not start without it."""
+    if not config.pluginmanager.hasplugin("timeout"):
+        raise pytest.UsageError(
+            "pytest-timeout is not installed, and it gives every test its time limit: install "
+            "the test extra (pip install -e '.[test]', or scripts/install-test-deps), then run "
+            "pytest again."
+        )
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     lines = config.stash.get(FIGURES, [])
     if lines:

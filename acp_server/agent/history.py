@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, overload
 
-from acp_server.messages import Message
+from acp_server.messages import Message, is_note
 
 
 class Records(Protocol):
@@ -92,6 +92,11 @@ class History(Sequence[Message]):
     def clear(self) -> None:
         """An empty history (`/clear`): the stored transcript keeps what was said."""
         self.replace([])
+
+    def last_prompt_is(self, message: Message) -> bool:
+        """`message` is the last, but for the agent's notes after it (`messages.is_note`)."""
+        tail = next((m for m in reversed(self._messages) if not is_note(m)), None)
+        return tail is message
 
     def cut(self, message: Message) -> bool:
         """Drop `message` (found by identity) and everything after it; False if it is gone

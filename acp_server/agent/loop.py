@@ -44,6 +44,7 @@ from acp_server.messages import (
     TextPart,
     ToolCall,
     ToolSpec,
+    note_message,
     text_message,
     unanswered_calls,
 )
@@ -95,7 +96,6 @@ class Context(Protocol):
         specs: ToolsFor,
         history: History,
         *,
-        note: str = "",
         thought_level: str | None = None,
     ) -> ModelRequest | str:
         """The next request, fitted (and compacted first when needed); else the problem."""
@@ -122,11 +122,10 @@ class Unbounded:
         specs: ToolsFor,
         history: History,
         *,
-        note: str = "",
         thought_level: str | None = None,
     ) -> ModelRequest | str:
         return ModelRequest(
-            history.messages, tuple(specs(None)), system + note, thought_level=thought_level
+            history.messages, tuple(specs(None)), system, thought_level=thought_level
         )
 
     async def took(self, reply: Reply, *, retry: bool) -> bool:
@@ -158,6 +157,10 @@ class Turn:
     thought_level: str | None = None  # how hard the model thinks first (thought.LEVELS)
     open_calls: set[str] = field(default_factory=set)
     failure: TurnFailure | None = None  # set when the turn ended on a failure
+    # What changed since the model was last told (git's status, an instruction file found):
+    # appended to the conversation before the next request, never written into the system
+    # prompt (a provider's prompt cache serves only a prefix that stays the same).
+    notes: list[str] = field(default_factory=list)
 
 
 async def run_turn(turn: Turn) -> StopReason:
@@ -197,7 +200,8 @@ async def _last_round(turn: Turn) -> None:
     """At the request limit: one more round in which the model may only say where it stopped
     (the tools stay offered, as strict endpoints want for a history with tool calls; a call
     it still makes is answered as not run). Then the user is told why the turn ended."""
-    reply = await _request(turn, LAST_ROUND_NOTE.format(n=turn.max_requests))
+    turn.notes.append(LAST_ROUND_NOTE.format(n=turn.max_requests))
+    reply = await _request(turn)
     if reply.error is not None:
         _say(turn, ("\n\n" if reply.shown_text else "") + reply.error)
     for call_id in unanswered_calls(turn.history):
@@ -205,16 +209,18 @@ async def _last_round(turn: Turn) -> None:
     _tell(turn, LIMIT_TEXT.format(n=turn.max_requests), "info")
 
 
-async def _request(turn: Turn, note: str = "") -> Reply:
-    """One model request, fitted to the context window first (compacting when needed). A
-    request the server refused as too long is compacted and retried once. `note` is added to
-    the system prompt of this request alone."""
+async def _request(turn: Turn) -> Reply:
+    """One model request, fitted to the context window first (compacting when needed), the
+    turn's pending notes appended to the conversation first. A request the server refused as
+    too long is compacted and retried once."""
+    if turn.notes:
+        _add(turn, note_message("\n\n".join(turn.notes)))
+        turn.notes.clear()
     for attempt in range(2):
         request = await turn.context.request(
             turn.system,
             turn.tools.specs,
             turn.history,
-            note=note,
             thought_level=turn.thought_level,
         )
         if isinstance(request, str):

@@ -25,20 +25,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from acp_server import updates
 from acp_server.agent.compaction_view import Shown
 from acp_server.agent.history import History
 from acp_server.agent.reply_cap import reply_cap
-from acp_server.agent.spending import Spending
+from acp_server.agent.spending import Spending, Tally
 from acp_server.agent.window_lookup import WindowLookup
 from acp_server.backends import Backend
 from acp_server.backends.providers import Price
 from acp_server.context import (
     ContextBudget,
     Fit,
+    SummaryCutOff,
     ToolProfile,
     ToolRoom,
     Window,
@@ -88,6 +89,7 @@ class SessionContext:
     """One session's context: the budget, the tool profile, and what the user was told."""
 
     output_limit: int | None = None  # the model's longest reply, when the catalogue tells
+    cache_key: str | None = None  # the session's, sent for the server's prompt cache
 
     def __init__(self, window: Window, spending: Spending | None = None) -> None:
         self.budget = ContextBudget(window)
@@ -168,6 +170,7 @@ class TurnContext:
     summarizer: tuple[Backend, Price | None] | None = None  # a compaction model, and its price
     warnings: list[str] = field(default_factory=list)  # said when the turn ends
     fit: Fit | None = None  # the last request's fit
+    tokens: Tally = field(default_factory=Tally)  # what the servers reported in this turn
     _request: tuple[str, tuple[ToolSpec, ...]] = ("", ())
 
     @property
@@ -184,11 +187,10 @@ class TurnContext:
         specs: ToolsFor,
         history: History,
         *,
-        note: str = "",
         thought_level: str | None = None,
     ) -> ModelRequest | str:
-        """The next model request, fitted to the window (compacted first when needed; `note`
-        is added to its system prompt alone); the problem for a person when it cannot fit."""
+        """The next model request, fitted to the window (compacted first when needed); the
+        problem for a person when it cannot fit."""
         tools = await self.offer(system, specs, history)
         problem = await self.prepare(system, tools, history)
         if problem is not None:
@@ -196,9 +198,10 @@ class TurnContext:
         return ModelRequest(
             messages=history.messages,
             tools=tools,
-            system=system + note,
+            system=system,
             max_tokens=self.session.reply_limit(self.fit.used if self.fit is not None else None),
             thought_level=thought_level,
+            cache_key=self.session.cache_key,
         )
 
     async def took(self, reply: Reply, *, retry: bool) -> bool:
@@ -280,14 +283,19 @@ class TurnContext:
         return result.describe()
 
     async def _summarize(self, request: ModelRequest) -> str | None:
-        """The summary round: tool-free, its text collected; an error raises SummaryFailed."""
+        """The summary round, its text collected (a tool call is not: the summary is then
+        empty); an error raises SummaryFailed. With the turn's own model it carries the
+        session's cache key, as the conversation's requests do."""
         text: list[str] = []
         backend, price = self.summarizer or (self.backend, self.price)
+        if self.summarizer is None:
+            request = replace(request, cache_key=self.session.cache_key)
         async for event in backend.stream(request):
             if isinstance(event, TextDelta):
                 text.append(event.text)
             elif isinstance(event, Usage):
                 self.session.spending.add(price, event)
+                self.tokens.add(event)
             elif isinstance(event, StreamError):
                 # Another model's window is not this session's.
                 if event.overflow is not None and self.summarizer is None:
@@ -295,7 +303,7 @@ class TurnContext:
                 raise SummaryFailed(event.message)
             elif isinstance(event, Finish) and event.reason == "length":
                 # Half a summary would be taken for the whole conversation.
-                raise SummaryFailed("the summary was cut off by its output token limit")
+                raise SummaryCutOff("the summary was cut off by its output token limit")
         return "".join(text)
 
     def after_overflow(self, overflow: ContextOverflow) -> None:
@@ -316,6 +324,7 @@ class TurnContext:
             return
         if usage is not None:
             self.session.spending.add(self.price, usage)
+            self.tokens.add(usage)
         if usage is not None and usage.prompt_tokens > 0:
             before = self.budget.window.size
             lowered = self.budget.after_round(

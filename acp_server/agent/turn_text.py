@@ -29,7 +29,7 @@ EMPTY_REPLY = (
 )
 # The last round of a turn at its request limit: appended to that request's system prompt.
 LAST_ROUND_NOTE = (
-    "\n\nThis turn has used all {n} model requests it may make. Do not call any tool now: "
+    "This turn has used all {n} model requests it may make. Do not call any tool now: "
     "in a few sentences, tell the user what you did, where you stopped and what is left to do."
 )
 LIMIT_RESULT = "Not run: the turn had reached its limit of model requests."

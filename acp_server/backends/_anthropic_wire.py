@@ -15,6 +15,10 @@ Pure functions and one parser class, no I/O; `anthropic.py` does the HTTP. The r
 - a thought level becomes `thinking`: a token budget, or `{"type": "adaptive"}` with
   `output_config.effort` for the models that want adaptive thinking (`thought.py`); "off"
   sends none;
+- a request marks where the prompt cache may write and read (`cache_control`, 4 at most): the end
+  of the tools, of the system prompt, of the last message, and of the previous request's last
+  message (read back exactly, however many blocks the last round added); `cache_ttl` "1h" asks
+  for the hour-long cache instead of five minutes;
 - the stream: `message_start` (usage: input, cache read and cache write counts),
   `content_block_start/delta/stop` per block (`text_delta`, `thinking_delta`, `signature_delta`,
   `input_json_delta`), `message_delta` (stop reason, output count), `message_stop`; `ping` is
@@ -74,8 +78,9 @@ def payload(
     max_tokens: int,
     thinking_budget: int | None,
     adaptive: bool = False,
+    cache_ttl: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a streamed Messages request."""
+    """The JSON body of a streamed Messages request, its cache breakpoints placed."""
     messages = render_messages(request.messages, model)
     body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens or max_tokens}
     parts = [request.system] + [m.text for m in request.messages if m.role == "system"]
@@ -92,8 +97,35 @@ def payload(
         if isinstance(budget, int):
             # The API requires max_tokens > budget_tokens (the thinking counts as output).
             body["max_tokens"] = max(body["max_tokens"], budget + 1024)
+    mark_cache(body, cache_ttl)
     body["stream"] = True
     return body
+
+
+CACHE_TTLS = ("5m", "1h")
+
+
+def mark_cache(body: dict[str, Any], ttl: str | None) -> None:
+    """Put the cache breakpoints into `body` (see the module docstring): each marks a prefix
+    the API caches, and a later request reads back the longest one it starts with."""
+    mark: dict[str, Any] = {"type": "ephemeral"}
+    if ttl == "1h":
+        mark["ttl"] = "1h"
+    tools = body.get("tools")
+    if tools:
+        tools[-1] = {**tools[-1], "cache_control": mark}
+    if "system" in body:
+        body["system"] = [{"type": "text", "text": body["system"], "cache_control": mark}]
+    messages = body["messages"]
+    for index in {len(messages) - 1, len(messages) - 3}:
+        if index >= 0:
+            _mark_last_block(messages[index], mark)
+
+
+def _mark_last_block(message: dict[str, Any], mark: dict[str, Any]) -> None:
+    blocks = message["content"]
+    if blocks and blocks[-1].get("type") not in THINKING_TYPES:
+        blocks[-1] = {**blocks[-1], "cache_control": mark}
 
 
 def thinking_fields(level: str | None, budget: int | None, adaptive: bool) -> dict[str, Any]:
@@ -374,4 +406,5 @@ def usage_event(usage: dict[str, int]) -> Usage:
         prompt_tokens=usage.get("input_tokens", 0) + cached + written,
         completion_tokens=usage.get("output_tokens", 0),
         cached_tokens=cached,
+        cache_write_tokens=written,
     )

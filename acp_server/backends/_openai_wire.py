@@ -78,11 +78,13 @@ def payload(
     stream_options: bool,
     limit_field: str = "max_tokens",
     sampling: Mapping[str, float] | None = None,
+    cache: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a chat-completions request. `limit_field` names the reply's cap:
     OpenAI's reasoning models take `max_completion_tokens` and refuse `max_tokens`.
     `sampling` is the temperature and top_p configured (`backends.sampling`), never a default
-    of ours: unset, the server's own applies."""
+    of ours: unset, the server's own applies. `cache`: the fields that keep the server's prompt
+    cache for the session (`cache_fields`)."""
     body: dict[str, Any] = {"model": model, "messages": render_messages(request)}
     if request.tools:
         body["tools"] = [render_tool(tool) for tool in request.tools]
@@ -94,6 +96,7 @@ def payload(
     effort = openai_reasoning_effort(request.thought_level)
     if effort is not None:
         body["reasoning_effort"] = effort
+    body.update(cache or {})
     body["stream"] = stream
     if stream and stream_options:
         body["stream_options"] = {"include_usage": True}
@@ -227,7 +230,7 @@ class ChunkParser:
             if choice.get("finish_reason"):
                 self.finish = map_finish(choice["finish_reason"])
         # Held for the end: some servers repeat (cumulative) usage in every chunk.
-        self.usage = usage_event(chunk.get("usage")) or self.usage
+        self.usage = usage_event(chunk.get("usage"), chunk.get("timings")) or self.usage
         return out
 
     def final_events(self) -> list[Event]:
@@ -309,19 +312,40 @@ def completion_events(body: Any, model: str = "") -> list[Event]:
     return events + parser.final_events()
 
 
+def cache_fields(key: str | None, *, openai: bool, slots: int | None) -> dict[str, Any]:
+    """What keeps a session's prompt cache: api.openai.com takes `prompt_cache_key` (other
+    servers may refuse a field they do not know, so it goes there alone); llama.cpp
+    (`slots`: how many its `/props` said it has) takes `cache_prompt` and a slot of its own
+    for the session (`id_slot`), so another session does not evict its prefix."""
+    if key is None:
+        return {}
+    if openai:
+        return {"prompt_cache_key": key}
+    if slots is None:
+        return {}
+    return {"cache_prompt": True, "id_slot": int(key[:8], 16) % max(slots, 1)}
+
+
 def map_finish(reason: Any) -> FinishReason:
     return FINISH_REASONS.get(str(reason), "stop")
 
 
-def usage_event(usage: Any) -> Usage | None:
+def usage_event(usage: Any, timings: Any = None) -> Usage | None:
+    """The counts of `usage`; the tokens a prompt cache served from OpenAI's
+    `prompt_tokens_details.cached_tokens`, else llama.cpp's `timings.cache_n`."""
     if not isinstance(usage, dict):
         return None
     details = usage.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    if not cached and isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+        cached = timings["cache_n"]
+    output = usage.get("completion_tokens_details") or {}
+    thought = output.get("reasoning_tokens") if isinstance(output, dict) else 0
     return Usage(
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         cached_tokens=int(cached or 0),
+        thought_tokens=int(thought or 0),
     )
 
 

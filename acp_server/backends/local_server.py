@@ -131,11 +131,13 @@ class LocalServer:
         self.stop()
 
     def _failure(self, what: str) -> LocalServerError:
+        from acp_server.backends.local_install import install_command
+
         return LocalServerError(
             f"The embedded model could not be started ({what}). Its server's log is "
             f"{self.log_path}; it ends with:\n{_tail(self.log_path)}\n"
             "Check that llama-cpp-python is installed with its server extra "
-            "(pip install 'acp-server[local]'), or choose another model with --model."
+            f"({install_command()}), or choose another model with --model."
         )
 
     def stop(self) -> None:

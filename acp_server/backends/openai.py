@@ -41,10 +41,16 @@ from acp_server.backends._http import (
     retrying,
     send,
 )
-from acp_server.backends._openai_wire import ChunkParser, completion_events, payload
+from acp_server.backends._openai_wire import (
+    ChunkParser,
+    cache_fields,
+    completion_events,
+    payload,
+)
 from acp_server.backends.catalog import ModelFacts, lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
+from acp_server.backends.providers import is_local_url
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.sampling import Sampling
 from acp_server.backends.textcalls import CallRecovery
@@ -75,6 +81,7 @@ class OpenAIBackend:
         transport: httpx.AsyncBaseTransport | None = None,
         window: int | None = None,
         facts: ModelFacts | None = None,
+        slots: int | None = None,
         sampling: Sampling = Sampling(),  # noqa: B008 - frozen, so sharing is safe
     ) -> None:
         self.base_url = str(httpx.URL(base_url.rstrip("/")))
@@ -100,6 +107,10 @@ class OpenAIBackend:
         self._window: int | None = None
         self._window_known = False
         self.window_origin = ""  # where `context_window()` found its answer, for a person
+        # The session's prompt cache: `prompt_cache_key` at api.openai.com; a slot at llama.cpp
+        # (`slots`: how many it has, told by its `/props` or by who started it).
+        self._openai = httpx.URL(self.base_url).host == "api.openai.com"
+        self._slots = slots
 
     @property
     def label(self) -> str:
@@ -179,6 +190,7 @@ class OpenAIBackend:
             stream_options=self._stream_options,
             limit_field=self.limit_field,
             sampling=self.sampling.fields(),
+            cache=cache_fields(fitted.cache_key, openai=self._openai, slots=self._slots),
         )
         client = self._http()
         url = f"{self.base_url}/chat/completions"
@@ -216,6 +228,9 @@ class OpenAIBackend:
         if self._configured:
             self.window_origin = "the configuration file"
             return self._configured
+        if not self._window_known and self._catalogued():
+            self.window_origin = self.facts.source if self.facts else ""
+            return self.facts.window if self.facts else None
         if not self._window_known:
             self._window, self._window_known = await self._discover_window()
         if self._window is not None:
@@ -225,6 +240,12 @@ class OpenAIBackend:
             return self.facts.window
         self.window_origin = ""
         return None
+
+    def _catalogued(self) -> bool:
+        """A hosted model the catalogue knows: its window is the catalogue's, not asked for
+        (the first request waits for the window, and a hosted `/models` does not tell it)."""
+        known = self.facts is not None and bool(self.facts.window)
+        return known and not is_local_url(self.base_url)
 
     async def _discover_window(self) -> tuple[int | None, bool]:
         """(window, whether the server answered at all — only then is the answer final)."""
@@ -236,6 +257,8 @@ class OpenAIBackend:
         root = self.base_url.removesuffix("/v1")
         props = await self._get_json(f"{root}/props")
         window = window_from_props(props)
+        if isinstance(props, dict) and window is not None:  # llama.cpp: its slots
+            self._slots = _positive_int(props.get("total_slots")) or 1
         if window is not None:
             self.window_origin = f"the server (GET {root}/props)"
         return window, models is not None or props is not None

@@ -75,6 +75,8 @@ class Provider:
 class Price:
     input: float  # US dollars per million tokens
     output: float
+    cached_input: float | None = None  # read from the prompt cache (None: at `input`)
+    cache_write: float | None = None  # written to it (Anthropic; None: at `input`)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from acp_server.backends._responses_wire import DIALECT, EventParser, payload
 from acp_server.backends.catalog import lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
+from acp_server.backends.providers import is_local_url
 from acp_server.messages import Event, ModelRequest
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,10 @@ class ResponsesBackend:
     async def context_window(self) -> int | None:
         """The configured window, else the one `/models` reports (cached once it answered),
         else the model catalogue's (`catalog`); `window_origin` says which."""
+        hosted = not is_local_url(self.base_url)
+        if not self._window_known and hosted and self.facts is not None and self.facts.window:
+            self.window_origin = self.facts.source  # the catalogue's: not asked (`openai`)
+            return self.facts.window
         if not self._window_known:
             self._window, self._window_known = await self._discover_window()
             if self._window is not None:

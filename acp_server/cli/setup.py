@@ -104,7 +104,7 @@ async def _choices(config: Config, env: Mapping[str, str]) -> list[Choice]:
             )
         )
     else:
-        say(f"(The embedded model is not installed: {local.INSTALL})")
+        say(f"(The embedded model is not installed: {local.install_command()})")
     return choices
 
 

@@ -69,6 +69,7 @@ class Config:
     mcp_servers: tuple[ServerConfig, ...] = ()  # [mcp_servers.NAME]
     fetch: FetchSettings = field(default_factory=FetchSettings)  # [fetch]
     sandbox: str | None = None  # the sandbox level of commands
+    command_env: tuple[str, ...] = ()  # variables commands may see besides the allowlist
     mcp_tool_share: float | None = None  # of the window, for MCP tools (None: the default)
     path: Path | None = None  # the file read (None: no file, built-in defaults)
     stamp: tuple[int, int] | None = field(default=None, compare=False)  # (mtime ns, size)
@@ -328,6 +329,7 @@ def _build(
         mcp_servers=mcp_servers,
         fetch=FetchSettings(**data.get("fetch", {})),
         sandbox=data.get("sandbox"),
+        command_env=tuple(data.get("command_env", ())),
         mcp_tool_share=data.get("mcp_tool_share"),
         path=path,
         stamp=stamp,
@@ -345,6 +347,16 @@ def _remember_secrets(providers: Iterable[Provider]) -> None:
         redaction.remember_headers(provider.headers)
 
 
+def _price(price: dict[str, Any]) -> Price:
+    cached, written = price.get("cached_input"), price.get("cache_write")
+    return Price(
+        float(price["input"]),
+        float(price["output"]),
+        float(cached) if cached is not None else None,
+        float(written) if written is not None else None,
+    )
+
+
 def _model(entry: dict[str, Any]) -> ModelConfig:
     price = entry.get("price")
     reasoning = entry.get("reasoning")
@@ -354,7 +366,7 @@ def _model(entry: dict[str, Any]) -> ModelConfig:
         name=entry.get("name"),
         window=entry.get("window"),
         reply_reserve=entry.get("reply_reserve"),
-        price=Price(float(price["input"]), float(price["output"])) if price else None,
+        price=_price(price) if price else None,
         tools=entry.get("tools"),
         images=entry.get("images"),
         reasoning=tuple(reasoning) if reasoning is not None else None,

@@ -79,10 +79,29 @@ def remove_keys(path: Path, variables: list[str] | None = None) -> list[str]:
     gone = [v for v in stored if variables is None or v in variables]
     if not gone:
         return []
+    every = text.splitlines()
     drop = {found[(TABLE, v)] - 1 for v in gone}
-    lines = [line for n, line in enumerate(text.splitlines()) if n not in drop]
-    _write(path, "\n".join(lines) + "\n")
+    if len(gone) == len(stored) and (TABLE,) in found:
+        drop |= _emptied_table(every, found[(TABLE,)] - 1, drop)
+    lines = [line for n, line in enumerate(every) if n not in drop]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    _write(path, "\n".join(lines) + "\n" if lines else "")
     return gone
+
+
+def _emptied_table(lines: list[str], header: int, drop: set[int]) -> set[int]:
+    """The lines of a plain `[keys]` table left with nothing in it once `drop` is gone (its
+    header and the blank lines in it), so no empty table stays behind; none when something
+    else (a comment) is still in it."""
+    if lines[header].strip() != f"[{TABLE}]":
+        return set()
+    end = header + 1
+    while end < len(lines) and not lines[end].lstrip().startswith("["):
+        if end not in drop and lines[end].strip():
+            return set()
+        end += 1
+    return set(range(header, end))
 
 
 def _check_variable(variable: str) -> None:

@@ -1,9 +1,10 @@
 """`render_effective`: the configuration in effect as TOML a person can read, secrets masked.
 
 For `acp-server config`: it shows where every provider points, which environment variable holds
-its key and whether that variable is set (never its value), and the models and defaults (with
-the window the model catalogue gives a model the file gives none). Header
-values whose names suggest a secret, and passwords inside URLs, are masked.
+its key and whether that variable is set or the key stored in the file (never its value), the
+models and defaults (with the window the model catalogue gives a model the file gives none),
+the sandbox level and the [fetch] settings, each with the variable that overrides it when set.
+Header values whose names suggest a secret, and passwords inside URLs, are masked.
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from acp_server.config.file import Config, ModelConfig, Provider
+from acp_server.settings import FETCH_ENV, FETCH_PRIVATE_ENV, SANDBOX_ENV
+
+STORED = "stored in this file's [keys] (by `acp-server login` or `setup`)"
+DEFAULT_SANDBOX = "workspace-write"  # confine.sandbox.DEFAULT_LEVEL, which sits above config
+FETCH_VARIABLES = {"enabled": FETCH_ENV, "allow_private": FETCH_PRIVATE_ENV}
 
 
 def render_effective(config: Config, env: Mapping[str, str] | None = None) -> str:
@@ -24,13 +30,14 @@ def render_effective(config: Config, env: Mapping[str, str] | None = None) -> st
     for key in ("default_model", "default_mode", "compaction_model", "subagent_model"):
         value = getattr(config, key)
         out.append(f"{key} = {_toml(value)}" if value else f"# {key}: not set")
+    out += _sandbox_lines(config, env)
     for provider in config.providers:
         out += ["", f"[providers.{provider.name}]  # {provider.origin}"]
         out += [f"dialect = {_toml(provider.dialect)}", f"base_url = {_toml(_mask_url(provider))}"]
         if provider.api_key_env:
             stored = dict(config.keys).get(provider.api_key_env)
             state = "set" if env.get(provider.api_key_env) else "NOT SET"
-            state = "stored by `acp-server login`" if stored and state != "set" else state
+            state = STORED if stored and state != "set" else state
             out.append(f"api_key_env = {_toml(provider.api_key_env)}  # {state}")
         if provider.headers:
             shown = ", ".join(
@@ -42,7 +49,29 @@ def render_effective(config: Config, env: Mapping[str, str] | None = None) -> st
         out += ["", "[[models]]", *_model_lines(model)]
         if model.window is None:
             out += _catalogue_window(model, bases.get(model.provider, ""))
-    return "\n".join(out) + "\n"
+    return "\n".join(out + _fetch_lines(config, env)) + "\n"
+
+
+def _sandbox_lines(config: Config, env: Mapping[str, str]) -> list[str]:
+    """The file's `sandbox` level, and the variable that overrides it when set."""
+    line = f"sandbox = {_toml(config.sandbox)}" if config.sandbox else "# sandbox: not set"
+    if env.get(SANDBOX_ENV):
+        return [f"{line}  # {SANDBOX_ENV}={env[SANDBOX_ENV]} overrides it"]
+    return [line + ("" if config.sandbox else f" (the default, {DEFAULT_SANDBOX})")]
+
+
+def _fetch_lines(config: Config, env: Mapping[str, str]) -> list[str]:
+    """The file's [fetch] table (the web page tool), when it says anything."""
+    said = [(k, getattr(config.fetch, k)) for k in ("enabled", "allow_private")]
+    if all(value is None for _, value in said):
+        return []
+    out = ["", "[fetch]"]
+    for key, value in said:
+        if value is not None:
+            variable = FETCH_VARIABLES[key]
+            note = f"  # {variable}={env[variable]} overrides it" if env.get(variable) else ""
+            out.append(f"{key} = {_toml(value)}{note}")
+    return out
 
 
 def _model_lines(model: ModelConfig) -> list[str]:

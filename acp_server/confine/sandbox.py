@@ -9,11 +9,24 @@ Levels (the configuration file's `sandbox`, `ACP_SERVER_SANDBOX`, `--sandbox`):
 | `workspace-write` | the session's roots and a private tmp    | no      | hidden              |
 | `workspace-net`   | the session's roots and a private tmp    | yes     | hidden              |
 
+Secrets (`confine.secrets`: credential files, shell history, the agent's own data, logs and
+keys) are hidden at every confined level, also when a root contains them (a session whose
+folder is HOME), and under their real path as well as the one named.
+
 How: bubblewrap when it is installed (the whole filesystem bound read-only, the roots and the
-private temp dir bound writable, secrets covered by empty ones, a fresh network namespace
-when the network is off), else Landlock (`landlock_exec`, Linux 5.13+), else on macOS a
-sandbox-exec profile. With none of them a level other than `off` cannot be kept: `mechanism`
-is None, the session says so once, and every command asks as it did before the sandbox.
+private temp dir bound writable, then the secrets covered by empty read-only ones, a fresh
+network namespace when the network is off), else Landlock (`landlock_exec`, Linux 5.13+),
+else on macOS a sandbox-exec profile. With none of them, or on a Linux kernel without seccomp
+filters, a level other than `off` cannot be kept: `mechanism` is None, the session says so
+once, and every command asks as it did before the sandbox.
+
+Root is no way out, and no network means none (issue 29): under both Linux mechanisms a
+command has no capabilities (bubblewrap: a user namespace, `--cap-drop ALL`; Landlock: every
+set emptied by the launcher), only the standard device nodes, no /proc entry of the agent's
+it may read, and the seccomp filter of `seccomp` (no unix sockets, so no docker.sock or
+ssh-agent; no UDP, MPTCP or raw IP under Landlock with the network off; no TIOCSTI, io_uring
+or keyrings); bubblewrap's PID namespace, and the Landlock launcher's where the kernel gives
+one, end whatever the command leaves behind with it. `protections` names them for `doctor`.
 
 In a writable root the version-control folders (`.git`, `.hg`, `.jj`) stay read-only
 (`vcs_guard`): what is in them decides what the user's own git runs. The agent's own git runs
@@ -37,16 +50,13 @@ from pathlib import Path
 from typing import Literal
 
 from acp_server.confine import vcs_guard
+from acp_server.confine.secrets import hidden_paths
 
 Level = Literal["off", "read-only", "workspace-write", "workspace-net"]
 LEVELS: tuple[Level, ...] = ("off", "read-only", "workspace-write", "workspace-net")
 DEFAULT_LEVEL: Level = "workspace-write"
 Mechanism = Literal["bubblewrap", "landlock", "seatbelt"]
 SANDBOX_ENV = "ACP_SERVER_SANDBOX"
-# Never readable from inside: where keys and credentials live. The agent's own key store (its
-# configuration directory) is added by the session.
-SECRET_DIRS = (".ssh", ".aws", ".gnupg", ".config/gcloud", ".azure", ".kube", ".docker",
-               ".netrc", ".git-credentials", ".pypirc", ".npmrc")  # fmt: skip
 _LANDLOCK = Path(__file__).with_name("landlock_exec.py")
 # What a denied write or connection prints: bubblewrap's read-only binds, Landlock's EACCES,
 # a network namespace with nothing but loopback, a name that cannot be resolved there.
@@ -66,7 +76,7 @@ class Policy:
 
     level: Level
     writable: tuple[Path, ...]  # the session's roots
-    hidden: tuple[Path, ...]  # secrets: unreadable inside
+    hidden: tuple[Path, ...]  # secrets: unreadable and unwritable inside, roots or not
     tmp: Path  # the private temp dir (TMPDIR inside)
 
     @property
@@ -97,17 +107,16 @@ def key_store() -> Path:
 
 
 def policy_for(level: Level, roots: tuple[Path, ...], key_store: Path | None) -> Policy:
-    """The policy of a session with these roots (a private temp dir made for it)."""
-    home = Path.home()
-    hidden = [home / name for name in SECRET_DIRS if (home / name).exists()]
-    if key_store is not None and key_store.exists():
+    """The policy of a session with these roots (a private temp dir made for it). Every secret
+    that exists is hidden (`secrets.hidden_paths`, and `key_store`), inside a root too."""
+    hidden = list(hidden_paths())
+    if key_store is not None and os.path.lexists(key_store) and key_store not in hidden:
         hidden.append(key_store)
     import tempfile  # here, like shutil: with bz2, lzma and random they cost a session ~3 ms
 
     tmp = Path(tempfile.mkdtemp(prefix="acp-sandbox-"))
     writable = () if level == "read-only" else tuple(roots)
-    inside = [h for h in hidden if not any(h == r or r in h.parents for r in writable)]
-    return Policy(level, writable, tuple(inside), tmp)
+    return Policy(level, writable, tuple(hidden), tmp)
 
 
 def mechanism() -> Mechanism | None:
@@ -143,12 +152,17 @@ _PROBE_LOCK = threading.Lock()
 def _find() -> Mechanism | None:
     import shutil
 
-    bwrap = shutil.which("bwrap")
-    if bwrap and _bwrap_works(bwrap):
-        return "bubblewrap"
     if sys.platform.startswith("linux"):
+        from acp_server.confine import seccomp
         from acp_server.confine.landlock_exec import abi
 
+        # Without a seccomp filter, unix sockets (docker.sock, the ssh-agent) stay reachable
+        # under both: no level is kept, and commands ask (kernels have had filters since 3.5).
+        if not seccomp.works():
+            return None
+        bwrap = shutil.which("bwrap")
+        if bwrap and _bwrap_works(bwrap):
+            return "bubblewrap"
         if abi() >= 1:
             return "landlock"
     if sys.platform == "darwin" and Path("/usr/bin/sandbox-exec").exists():
@@ -159,7 +173,7 @@ def _find() -> Mechanism | None:
 def _bwrap_works(bwrap: str) -> bool:
     try:
         done = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--unshare-net", "--", "/bin/true"],
+            [*_bwrap_base(bwrap), "--unshare-net", "--", "/bin/true"],
             capture_output=True,
             timeout=5,
             check=False,
@@ -175,32 +189,70 @@ def wrap(argv: list[str], policy: Policy, how: Mechanism) -> list[str]:
         return [*_bwrap(policy), "--", *argv]
     if how == "landlock":
         rules = {
-            "writable": [str(p) for p in (*policy.writable, policy.tmp)] + ["/dev"],
+            "writable": [str(p) for p in (*policy.writable, policy.tmp)],
             "hidden": [str(p) for p in policy.hidden],
             "network": policy.network,
             "read_only": [str(p) for p in vcs_guard.protected(policy.writable)],
+            "seccomp": _landlock_filter(policy.network),
         }
         return [sys.executable, "-I", "-S", str(_LANDLOCK), json.dumps(rules), "--", *argv]
     return ["/usr/bin/sandbox-exec", "-p", _seatbelt(policy), *argv]
 
 
+def _bwrap_base(bwrap: str) -> list[str]:
+    """What every bubblewrap sandbox has: the filesystem read-only, a /dev of the standard
+    nodes only (its /dev/shm private), a /proc of its own PID namespace (the agent's
+    environment is not in it), a user namespace and no capabilities even as root (nothing
+    can be unmounted or remounted, none regained: the bounding set is empty too), ended with
+    the agent. No `--new-session`: the seccomp filter refuses TIOCSTI itself, and a command in
+    a session of its own is out of the agent's process group, so a stop reached bubblewrap
+    alone, and one sent while bubblewrap was setting up left the sandbox running."""
+    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+            "--unshare-user", "--cap-drop", "ALL", "--die-with-parent"]  # fmt: skip
+
+
 def _bwrap(policy: Policy) -> list[str]:
     import shutil
 
-    bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args = _bwrap_base(shutil.which("bwrap") or "bwrap")
     for root in policy.writable:
         args += ["--bind", str(root), str(root)]
     args += vcs_guard.bwrap_args(policy.writable)  # .git, .hg, .jj read-only again
     args += ["--bind", str(policy.tmp), str(policy.tmp)]
-    for secret in policy.hidden:
-        if secret.is_dir():
-            args += ["--tmpfs", str(secret)]
-        else:
-            args += ["--ro-bind", "/dev/null", str(secret)]
+    args += _bwrap_hide(policy.hidden)
     if not policy.network:
-        args.append("--unshare-net")
-    return [*args, "--unshare-pid", "--die-with-parent", "--setenv", "TMPDIR", str(policy.tmp)]
+        args.append("--unshare-net")  # with only a loopback of its own, IP of any kind is local
+    args += ["--seccomp", "3", "--setenv", "TMPDIR", str(policy.tmp)]
+    # bubblewrap reads the filter from a descriptor: the shell opens it from the agent's
+    # sealed copy (nothing can change it) and becomes bubblewrap. An editor's terminal,
+    # which only runs an argv, can do the same.
+    from acp_server.confine.seccomp import program, sealed_copy
+
+    return ["/bin/sh", "-c", 'exec "$@" 3< "$0"', sealed_copy(program(ip="all")), *args]
+
+
+def _landlock_filter(network: bool) -> str:
+    """The Landlock launcher's seccomp filter, compiled here (in hex) so that it need not
+    compile it at each command."""
+    from acp_server.confine.landlock_exec import abi
+    from acp_server.confine.launch import ip_rule
+    from acp_server.confine.seccomp import program
+
+    return program(ip=ip_rule(network, abi()), unix=False).hex()
+
+
+def _bwrap_hide(hidden: tuple[Path, ...]) -> list[str]:
+    """bubblewrap's arguments covering each secret, after the writable binds so that a root
+    that contains one (a session in HOME) does not uncover it: a folder by an empty read-only
+    tmpfs, a file by /dev/null bound read-only. Both names of a secret reached through a
+    symlink are in `hidden`; a mount over either covers the same file."""
+    args: list[str] = []
+    for secret in hidden:
+        if os.path.isdir(secret):
+            args += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
+        elif os.path.exists(secret):  # a dangling link hides nothing
+            args += ["--ro-bind", "/dev/null", str(secret)]
+    return args
 
 
 def _seatbelt(policy: Policy) -> str:
@@ -210,10 +262,16 @@ def _seatbelt(policy: Policy) -> str:
     allowed = f'(require-any {writes} (literal "/dev/null"))'
     rules = ["(version 1)", "(allow default)", f"(deny file-write* (require-not {allowed}))"]
     rules += vcs_guard.seatbelt_rules(policy.writable)
-    if hidden:
-        rules.append(f"(deny file-read* {hidden})")
+    if hidden:  # after the roots' writes: a root holding a secret does not uncover it
+        rules.append(f"(deny file-read* file-write* {hidden})")
+    # Unix sockets (the Docker daemon, the ssh-agent, launchd's services): none, but with the
+    # network on the system's name resolution, which is one (a later rule wins).
+    rules.append('(deny network-outbound (remote unix-socket (path-regex #"^/")))')
     if not policy.network:
         rules.append("(deny network-outbound (remote ip))")
+    else:
+        rules.append('(allow network-outbound (remote unix-socket (path-literal '
+                     '"/private/var/run/mDNSResponder")))')  # fmt: skip
     return "\n".join(rules)
 
 
@@ -258,6 +316,12 @@ def describe(level: Level, how: Mechanism | None) -> str:
     """One line for `doctor` and the session's notice: the level, and what keeps it."""
     if level == "off":
         return "Sandbox off: commands can do anything you can; each one asks first."
+    if how is None and _named_mechanism() == "none":
+        return (
+            f"Sandbox {level} cannot be kept while {MECHANISM_ENV}=none switches it off: "
+            f"every command asks first. Unset {MECHANISM_ENV} to let the sandbox run safe "
+            "commands without asking."
+        )
     if how is None:
         return (
             f"Sandbox {level} cannot be kept on this machine (no bubblewrap, no Landlock, no "
@@ -269,10 +333,12 @@ def describe(level: Level, how: Mechanism | None) -> str:
 
 class Sandbox:
     """One session's sandbox: made with the session, its private temp dir at the first
-    command, removed with the session (`close`)."""
+    command, removed with the session (`close`). `passed`: the variables the user lets
+    commands see besides the allowlist (`command_env`), at every level."""
 
-    def __init__(self, level: Level, roots: tuple[Path, ...]) -> None:
+    def __init__(self, level: Level, roots: tuple[Path, ...], passed: tuple[str, ...] = ()) -> None:
         self.level = level
+        self.passed = passed
         self._roots = roots
         self._policy: Policy | None = None
         self._on_decided: Callable[[], None] | None = None

@@ -17,6 +17,7 @@ loop uses it like this (see each module for the rules):
 from acp_server.context.compact import (
     Compaction,
     Summarize,
+    SummaryCutOff,
     compact,
     shrank,
     worth_compacting,
@@ -37,6 +38,7 @@ __all__ = [
     "Fit",
     "KeptState",
     "Summarize",
+    "SummaryCutOff",
     "ToolProfile",
     "ToolRoom",
     "Window",

@@ -1,7 +1,7 @@
 """Compaction: the stages in order, cheapest first, with progress guards.
 
     (a) prune old tool outputs            no model round
-    (b) summary of the older part         one tool-free model round (`summarize`)
+    (b) summary of the older part         one model round (`summarize`)
     (c) deterministic truncation          always works; the fallback of (b)
 
 Only older exchanges are compacted: the current prompt stays as the user wrote it, and a
@@ -33,6 +33,12 @@ one that cannot bring the request under the trigger tells the budget what it lef
 so the same useless compaction is not tried again until the conversation has grown. Nothing is
 mutated: the result is a new history for the caller to store.
 
+The summary round is asked as the conversation's own next request (`summary.prefix_request`:
+the same system prompt, tools and history as the request that asked for the compaction, the
+ask in a final message), so a provider's prompt cache serves nearly all of it; when that does
+not fit the window or fails, it is asked again with a plain-text transcript and no tools
+(`summary.summary_request`).
+
 A `/compact` (manual) always goes on to the summary when there is an older part to summarize.
 Cancellation of `summarize` propagates (the history is then unchanged, and still valid).
 """
@@ -47,16 +53,22 @@ from typing import Literal
 from acp_server.context.fit import ContextBudget, Fit
 from acp_server.context.prune import exchange_start, prune_tool_outputs
 from acp_server.context.state import ACK, is_state_message, rebuild, round_starts
-from acp_server.context.summary import summary_request
+from acp_server.context.summary import prefix_request, summary_request
 from acp_server.context.tokens import Estimator
 from acp_server.context.truncate import tail_start, truncate
-from acp_server.messages import Message, ModelRequest, ToolSpec
+from acp_server.messages import Message, ModelRequest, ToolSpec, is_note
 
 log = logging.getLogger(__name__)
 
-# Runs the summary request (no tools) and returns the summary text; None or "" for a failure.
+# Runs a summary request and returns the summary text; None or "" for a failure.
 Summarize = Callable[[ModelRequest], Awaitable[str | None]]
 Stage = Literal["none", "prune", "summary", "truncate"]
+
+
+class SummaryCutOff(Exception):
+    """`summarize` says the summary was cut off by its output limit: asked again from the
+    transcript, it would be as long, so the compaction goes on to truncation."""
+
 
 # Shares of the room the system prompt and tools leave for messages under the trigger (what a
 # compaction leaves), and of the whole budget's room (the margins of its decisions).
@@ -137,6 +149,7 @@ class _Plan:
 
     fit: Fit
     est: Estimator
+    prefix: tuple[str, tuple[ToolSpec, ...], tuple[Message, ...]] = ("", (), ())  # as sent
 
     @property
     def room(self) -> int:
@@ -215,7 +228,7 @@ async def compact(
     # current prompt is never condensed.
     if fit.status == "too_large" or not compactable(history):
         return Compaction(list(history), "none", fit.used, fit.used)
-    plan = _Plan(fit, budget.estimator)
+    plan = _Plan(fit, budget.estimator, (system, tuple(tools), tuple(history)))
     result = await _stages(budget, plan, history, summarize, focus, manual)
     return _settled(budget, plan, history, result)
 
@@ -309,7 +322,11 @@ def _protections(history: Sequence[Message]) -> list[int]:
 
 def _newest_exchange(history: Sequence[Message]) -> int:
     """Where the newest exchange starts: the latest user message (0: none before it)."""
-    users = [i for i, m in enumerate(history) if m.role == "user" and not is_state_message(m)]
+    users = [
+        i
+        for i, m in enumerate(history)
+        if m.role == "user" and not is_state_message(m) and not is_note(m)
+    ]
     return users[-1] if users else 0
 
 
@@ -358,9 +375,37 @@ async def _summary(
     """(the summary, "") or (None, why it failed). Cancellation propagates."""
     est = budget.estimator
     reply_tokens = min(budget.window.reply_reserve, max(plan.share(SUMMARY_SHARE), 64))
-    request = summary_request(older, est, budget.window.budget, reply_tokens, focus)
+    system, tools, history = plan.prefix
+    requests = []
+    if history and len(older) < len(history):
+        first_kept = history[len(older)]
+        ask = prefix_request(system, tools, history, first_kept, reply_tokens, focus)
+        if plan.fit.used + est.corrected(est.text(ask.messages[-1].text)) < budget.window.budget:
+            requests.append(ask)
+    requests.append(summary_request(older, est, budget.window.budget, reply_tokens, focus))
+    why = ""
+    for request in requests:
+        try:
+            text, why = await _asked(request, summarize, older, est, reply_tokens)
+        except SummaryCutOff as exc:
+            return None, f"the summary round failed: {exc}"
+        if text is not None:
+            return text, ""
+    return None, why
+
+
+async def _asked(
+    request: ModelRequest,
+    summarize: Summarize,
+    older: Sequence[Message],
+    est: Estimator,
+    reply_tokens: int,
+) -> tuple[str | None, str]:
+    """One summary round: (the summary, "") or (None, why it is not used)."""
     try:
         text = await summarize(request)
+    except SummaryCutOff:
+        raise
     except Exception as exc:  # a failed round is a reason to fall back, never a failed turn
         log.warning("context: the summary round failed: %s", exc)
         return None, f"the summary round failed: {exc}"

@@ -35,7 +35,7 @@ from acp_server.context.window import (
     Window,
     truncated_to,
 )
-from acp_server.messages import ContextOverflow, Message, ToolSpec
+from acp_server.messages import ContextOverflow, Message, ToolSpec, is_note
 
 FitStatus = Literal["fits", "compact", "too_large"]
 THRESHOLD = 0.85  # compact above this share of the budget
@@ -129,7 +129,7 @@ class _Meter:
             tokens, images = self._estimator.message(message)
             self.tokens += tokens
             self.images += images
-            if message.role == "user":
+            if message.role == "user" and not is_note(message):
                 self.last_user = index
         self._seen.extend(history[n:])
 
@@ -212,7 +212,7 @@ class ContextBudget:
         if kept is None:
             if reported + cached < sent * TRUNCATION_SHARE:
                 return None  # too low to be a window (a prompt cache's count): teaches nothing
-            self.window.plausible(reported + reply)
+            self.window.plausible(reported)
             est.observe(fit.raw_text, reported)
             return None
         if last and kept <= fresh * CACHE_NET + TRUNCATION_MIN_GAP:

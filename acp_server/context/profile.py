@@ -6,8 +6,10 @@ than a quarter of it (8,192 is also the default window of a model nobody describ
 profile is compact: every description is cut to its first sentence (no examples, no defaults),
 parameters that need a tool left out go with it (`COMPANIONS`), and the rarely needed tools are
 left out, in `LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is within a quarter
-of the window. The core tools (read, edit, run) are never left out. This module only decides
-and measures; the session applies it.
+of the window (subagents and the search for MCP tools last: a window this small has little use
+for either); when it is still larger, the parameters lose their descriptions too (`bare`: their
+names, types and bounds say most of it). The core tools (read, edit, run) are never left out.
+This module only decides and measures; the session applies it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ LEAVE_OUT_ORDER = (
     "update_plan",
     "write_file",
     "grep",
+    "task",
+    "search_tools",
 )
 DROPPED_KEYS = frozenset({"$schema", "default", "examples"})
 # Parameters that only make sense with a tool that may be left out: gone with it.
@@ -55,6 +59,7 @@ class ToolProfile:
     full_tokens: int  # system prompt + every tool as is (corrected)
     fixed_tokens: int  # system prompt + the tools as this profile offers them
     limit: int  # the most the fixed part should take
+    bare: bool = False  # parameters without descriptions too (the last step)
 
     @property
     def within_limit(self) -> bool:
@@ -64,6 +69,7 @@ class ToolProfile:
         """For the debug log and the context meter."""
         what = "compact profile" if self.compact else "full profile"
         left = f", left out: {', '.join(self.leave_out)}" if self.leave_out else ""
+        left += ", bare parameters" if self.bare else ""
         return (
             f"fixed part ~{self.fixed_tokens:,} tokens ({what}{left}; full ~{self.full_tokens:,},"
             f" limit ~{self.limit:,})"
@@ -74,7 +80,7 @@ def first_sentence(text: str) -> str:
     return _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
 
 
-def shorten(spec: ToolSpec, left_out: Sequence[str] = ()) -> ToolSpec:
+def shorten(spec: ToolSpec, left_out: Sequence[str] = (), bare: bool = False) -> ToolSpec:
     """The tool with first-sentence descriptions and no examples or defaults, without the
     parameters that need a tool left out (`COMPANIONS`). The same spec shortened the same way
     is the same object (`_SHORT`): choosing a profile shortens every tool up to nine times a
@@ -83,32 +89,39 @@ def shorten(spec: ToolSpec, left_out: Sequence[str] = ()) -> ToolSpec:
                          if tool in left_out for p in names}))  # fmt: skip
 
     def make() -> ToolSpec:
-        parameters = _brief(spec.parameters)
+        parameters = _brief(spec.parameters, bare)
         if drop and isinstance(parameters.get("properties"), dict):
             kept = {k: v for k, v in parameters["properties"].items() if k not in drop}
             parameters = {**parameters, "properties": kept}
         return ToolSpec(spec.name, first_sentence(spec.description), parameters)
 
-    return _SHORT.get(spec, drop, make)
+    return _SHORT.get(spec, (drop, bare), make)
 
 
 _SHORT: ByIdentity[ToolSpec, ToolSpec] = ByIdentity(512)  # by spec and the parameters dropped
 
 
-def _brief(schema: Any) -> Any:
+def _brief(schema: Any, bare: bool = False) -> Any:
+    """`schema` without examples and defaults, each description cut to its first sentence
+    (`bare`: left out)."""
     if isinstance(schema, dict):
-        out = {k: _brief(v) for k, v in schema.items() if k not in DROPPED_KEYS}
+        out = {k: _brief(v, bare) for k, v in schema.items() if k not in DROPPED_KEYS}
         if isinstance(out.get("description"), str):
-            out["description"] = first_sentence(out["description"])
+            if bare and isinstance(schema.get("type"), str):
+                del out["description"]
+            else:
+                out["description"] = first_sentence(out["description"])
         return out
     if isinstance(schema, list):
-        return [_brief(v) for v in schema]
+        return [_brief(v, bare) for v in schema]
     return schema
 
 
 def apply_profile(profile: ToolProfile, tools: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
     kept = tuple(t for t in tools if t.name not in profile.leave_out)
-    return tuple(shorten(t, profile.leave_out) for t in kept) if profile.compact else kept
+    if not profile.compact:
+        return kept
+    return tuple(shorten(t, profile.leave_out, profile.bare) for t in kept)
 
 
 def choose_profile(
@@ -131,8 +144,12 @@ def choose_profile(
             break
         if name in names:
             left.append(name)
-    return ToolProfile(True, tuple(left), full, fixed(_compact(tools, left)), limit)
+    size = fixed(_compact(tools, left))
+    if size <= limit:
+        return ToolProfile(True, tuple(left), full, size, limit)
+    bare = fixed(_compact(tools, left, bare=True))
+    return ToolProfile(True, tuple(left), full, bare, limit, bare=True)
 
 
-def _compact(tools: Sequence[ToolSpec], left: Sequence[str]) -> list[ToolSpec]:
-    return [shorten(t, left) for t in tools if t.name not in left]
+def _compact(tools: Sequence[ToolSpec], left: Sequence[str], bare: bool = False) -> list[ToolSpec]:
+    return [shorten(t, left, bare) for t in tools if t.name not in left]

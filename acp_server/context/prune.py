@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from acp_server.context.tokens import Estimator
-from acp_server.messages import Message, ToolCall, text_message
+from acp_server.messages import Message, ToolCall, is_note, text_message
 
 KEEP_EXCHANGES = 2
 NOTE_ARGS_CHARS = 160
@@ -62,7 +62,7 @@ def exchange_start(history: Sequence[Message], exchanges: int) -> int:
     """Index of the user message that starts the `exchanges`-th last exchange (0 if fewer)."""
     seen = 0
     for index in range(len(history) - 1, -1, -1):
-        if history[index].role == "user":
+        if history[index].role == "user" and not is_note(history[index]):
             seen += 1
             if seen >= exchanges:
                 return index

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acp_server.messages import Message, TextPart, text_message
+from acp_server.messages import Message, TextPart, is_note, text_message
 
 STATE_KEY = "context_state"
 # tool name -> (what it does to a file, the argument naming the file)
@@ -82,6 +82,11 @@ def is_state_message(message: Message) -> bool:
     return message.role == "user" and STATE_KEY in message.extra
 
 
+def _prompt(message: Message) -> bool:
+    """A user message the user wrote (not a compaction's state, not the agent's note)."""
+    return message.role == "user" and not is_state_message(message) and not is_note(message)
+
+
 def user_text(message: Message) -> str:
     """A user message as text: its text parts verbatim, an image as a note."""
     return "".join(
@@ -108,7 +113,7 @@ def collect(history: Sequence[Message], head_end: int, user_chars: int) -> KeptS
             _touch(edited, earlier.files_edited)
             left_out = earlier.files_left_out
             plan = earlier.plan if earlier.plan is not None else plan
-        elif message.role == "user" and index < head_end:
+        elif message.role == "user" and index < head_end and not is_note(message):
             users.append(user_text(message))
         for call in message.tool_calls:
             latest = _plan(call.name, call.arguments)
@@ -119,7 +124,7 @@ def collect(history: Sequence[Message], head_end: int, user_chars: int) -> KeptS
                 _touch(read if kind == "read" else edited, (path,))
     file_chars = max(user_chars // 2, FILE_CHARS)
     files_read, files_edited, dropped = _files_within(list(read), list(edited), file_chars)
-    current = not any(m.role == "user" and not is_state_message(m) for m in history[head_end:])
+    current = not any(_prompt(m) for m in history[head_end:])
     users_kept = _newest_within(users, user_chars, whole_newest=current)
     return KeptState(users_kept, plan, files_read, files_edited, left_out + dropped)
 

@@ -1,4 +1,11 @@
-"""Compaction stage (b): the summary request, built from a plain-text transcript.
+"""Compaction stage (b): the summary request, as the conversation's next request or built
+from a plain-text transcript.
+
+`prefix_request` asks for the summary as the conversation's own next request: the system
+prompt, the tools and the history of the request before it, unchanged, then the ask in a final
+user message, so a provider's prompt cache serves all but that message (the tools stay
+offered: strict endpoints reject tool-shaped history without them). `summary_request` is the
+fallback, when that does not fit or fails:
 
 The older part of the conversation goes to the model as ONE user message of plain text: tool
 calls written as prose ("called read_file({...})"), results as "tool result: ...", images as a
@@ -15,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from acp_server.context.state import IMAGE_NOTE, is_state_message
 from acp_server.context.tokens import MESSAGE_OVERHEAD, Estimator
-from acp_server.messages import Message, ModelRequest, TextPart
+from acp_server.messages import Message, ModelRequest, TextPart, ToolSpec, is_note
 
 RESULT_CHARS = 4000  # one tool result in the transcript, before the overall cap
 ARGS_CHARS = 600  # one call's arguments in the transcript
@@ -47,6 +54,8 @@ def transcript(messages: Sequence[Message]) -> str:
     for message in messages:
         if is_state_message(message):
             lines.append(f"Summary of the conversation before this point:\n{message.text}")
+        elif is_note(message):
+            lines.append(f"Note from the agent: {message.text}")
         elif message.role == "tool":
             lines.append(f"Tool result: {cut_middle(message.text, RESULT_CHARS)}")
         else:
@@ -116,6 +125,60 @@ def _take(lines: list[str], chars: int) -> tuple[list[str], int]:
 
 def _omitted(lines: int, chars: int) -> str:
     return f"[... {lines:,} lines ({chars:,} characters) omitted here ...]"
+
+
+PREFIX_ASK = """\
+<summary-request>
+Stop the work here: do not call any tool and do not answer the user now. The older part of \
+this conversation is about to be removed to free room in the context window; write the \
+summary you will read instead of it. {which}Be concise and concrete (names of files, \
+functions, commands, errors). Use these sections:
+
+1. Goal: what the user wants done overall.
+2. The user's instructions and constraints: every rule, preference or limit the user gave, \
+as close to their words as possible.
+3. Decisions: what was decided and why.
+4. Progress: what is done, what was tried and failed, what is in progress.
+5. Next step: the exact next action.
+
+Write only the summary.
+</summary-request>"""
+KEPT_FROM = (
+    "The newest part, from the {role} message that begins «{start}», stays as it is: "
+    "summarize what comes before it. "
+)
+
+
+def prefix_request(
+    system: str,
+    tools: Sequence[ToolSpec],
+    history: Sequence[Message],
+    first_kept: Message,
+    reply_tokens: int,
+    focus: str = "",
+) -> ModelRequest:
+    """The summary asked as the conversation's next request: `history` as it was sent, then
+    the ask; the part from `first_kept` on is kept, not summarized."""
+    start = " ".join((first_kept.text or _spoken_first(first_kept)).split())[:80]
+    which = KEPT_FROM.format(role=_ROLES[first_kept.role], start=start) if start else ""
+    ask = PREFIX_ASK.format(which=which)
+    if focus.strip():
+        ask += f"\n\nThe user asked the summary to focus on: {focus.strip()}"
+    return ModelRequest(
+        messages=(*history, Message("user", (TextPart(ask),))),
+        tools=tuple(tools),
+        system=system,
+        max_tokens=reply_tokens,
+        purpose="summary",
+    )
+
+
+_ROLES = {"user": "user", "assistant": "assistant", "tool": "tool result", "system": "system"}
+
+
+def _spoken_first(message: Message) -> str:
+    lines = _spoken(message)
+    return lines[0] if lines else ""
 
 
 def summary_request(

@@ -7,10 +7,12 @@
 
 An observed window is a hypothesis, never a wedge. A low prompt count is believed only when it
 repeats (`suspect`: two in a row that agree; a single one may be a prompt cache counting only
-the tokens it read anew); an overflow error is believed at once. A count above the observed
-window disproves it (`plausible`: one learned from low counts is dropped, one learned from an
-error raised to what was read), and a window learned from low counts that cannot hold a
-request's fixed parts (system prompt, tools, the current message) is dropped (`doubtful`).
+the tokens it read anew); an overflow error is believed at once. A prompt count above the observed
+window is evidence that the server holds more: the window is raised to what it read
+(`plausible`), never further (a reply's tokens are no such evidence: a server that cuts the
+prompt still writes its reply), so no later request exceeds what the server was seen to keep;
+and a window learned from low counts that cannot hold a request's fixed parts (system prompt,
+tools, the current message) is dropped (`doubtful`).
 
 Unknown is never "unlimited": with nothing known the window is a conservative 8,192 tokens.
 Part of the window is kept free for the reply (`reply_reserve`); the rest is the `budget` a
@@ -105,13 +107,13 @@ class Window:
         return self.lower(kept, "truncation")
 
     def plausible(self, read: int) -> bool:
-        """A round in which the server read `read` prompt and reply tokens in full: the
-        suspicion ends, and an observed window below it is wrong (True): one learned from low
-        counts is dropped, one learned from an error is raised to what was read."""
+        """A round in which the server said it read `read` prompt tokens in full: the
+        suspicion ends, and an observed window below it is too small (True): it is raised to
+        what was read, and no further (the server was seen to hold that much, not more)."""
         self.suspect = None
         if self.observed is None or read <= self.observed:
             return False
-        self.observed = None if self.observed_from == "truncation" else read
+        self.observed = read
         return True
 
     def doubtful(self) -> bool:

@@ -72,6 +72,13 @@ def _verdict(entry: ModelEntry, called: str | None, said: str, failure: str | No
     if called is not None:
         return warn(f"{name}: it called a tool that does not exist ({called})", _CHOOSE)
     quoted = " ".join(said.split())[:80]
+    if entry.dialect == "local":  # the embedded model answers; it is not meant to do more
+        return warn(
+            f"{name}: it answered, in words ({quoted!r}): a model this small does not call "
+            "tools, so the agent can talk but not read, edit or run anything",
+            "It is for trying the agent offline. For real work name a model that calls tools "
+            "(`acp-server setup` helps choose one).",
+        )
     return fail(f"{name}: it answered in words instead of calling the tool: {quoted!r}", _CHOOSE)
 
 

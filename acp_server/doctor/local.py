@@ -111,12 +111,14 @@ def _this_script(argv0: str, python: str) -> str | None:
     return str(beside) if beside.exists() else None
 
 
-def sandbox_check(level: str | None, env: Mapping[str, str]) -> Check:
-    """Which sandbox keeps the commands the model runs, and why (`confine.sandbox`)."""
+def sandbox_check(level: str | None, env: Mapping[str, str], flag: str | None = None) -> Check:
+    """Which sandbox keeps the commands the model runs, and why (`confine.sandbox`); the level
+    as a session takes it: --sandbox, else ACP_SERVER_SANDBOX, else the configuration file."""
     from acp_server.confine.sandbox import DEFAULT_LEVEL, describe, forced_mechanism, parse_level
 
     source = "ACP_SERVER_SANDBOX" if env.get("ACP_SERVER_SANDBOX") else "the configuration file"
-    chosen = env.get("ACP_SERVER_SANDBOX") or level
+    source = "--sandbox" if flag else source
+    chosen = flag or env.get("ACP_SERVER_SANDBOX") or level
     try:
         picked = parse_level(chosen or DEFAULT_LEVEL, source)
     except ValueError as exc:
@@ -126,4 +128,8 @@ def sandbox_check(level: str | None, env: Mapping[str, str]) -> Check:
     line = describe(picked, how)
     if picked != "off" and how is None:
         return warn(line.split(":")[0] + where, line.split(": ", 1)[1])
-    return ok(line.rstrip(".") + where)
+    if how is None:
+        return ok(line.rstrip(".") + where)
+    from acp_server.confine.protections import protections
+
+    return ok(f"{line.rstrip('.')}{where}. In force: {protections(picked, how)}")

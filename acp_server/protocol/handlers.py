@@ -53,7 +53,7 @@ class Peer(Protocol):
 
     def notify(self, method: str, params: Params) -> None: ...
 
-    async def request(self, method: str, params: Params) -> Any: ...
+    async def request(self, method: str, params: Params, *, withdraw: bool = False) -> Any: ...
 
     async def drain(self) -> None: ...
 
@@ -304,14 +304,19 @@ def prompt_response(outcome: PromptOutcome) -> dict[str, Any]:
     """The `session/prompt` result. What ACP has no field for travels in `_meta.acpServer`
     (ACP allows `_meta` on every response; documented in docs/client-authors.md), each
     entry only when it happened: `turnFailed` when the turn ended on a failure, with the message
-    the user was shown; `notSaved` when its records could not be committed. The stop reason
-    stays the normal one."""
+    the user was shown; `notSaved` when its records could not be committed; `sessionUsage`, the
+    session's tokens so far (the turn's are `usage`, as ACP's unstable `Usage` type). The stop
+    reason stays the normal one."""
     ours: dict[str, Any] = {}
     if outcome.failure is not None:
         ours["turnFailed"] = {"reason": outcome.failure.reason, "message": outcome.failure.message}
     if outcome.not_saved is not None:
         ours["notSaved"] = outcome.not_saved
+    if outcome.session_usage is not None:
+        ours["sessionUsage"] = outcome.session_usage
     result: dict[str, Any] = {"stopReason": outcome.stop}
+    if outcome.usage is not None:
+        result["usage"] = outcome.usage
     if ours:
         result["_meta"] = {"acpServer": ours}
     return result

@@ -173,6 +173,7 @@ class SessionFactory:
             settings=self._settings.with_file(
                 self.models.fetch if self.models else None,
                 self.models.sandbox if self.models else None,
+                self.models.command_env if self.models else (),
             ),
             send_update=self.send_update,
             history=history,

@@ -36,6 +36,8 @@ class PromptOutcome:
     stop: StopReason
     failure: TurnFailure | None = None
     not_saved: str | None = None
+    usage: dict[str, Any] | None = None  # the turn's tokens, as ACP's `Usage` (Tally.wire)
+    session_usage: dict[str, Any] | None = None  # the session's so far, likewise
 
 
 Work = Callable[[], Coroutine[Any, Any, PromptOutcome]]

@@ -19,6 +19,7 @@ and a prompt is answered once its writes are committed (else the answer says `no
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -109,7 +110,9 @@ class Session:
             mcp=self.mcp,
             jobs=self._jobs,
             client_prompt=client_prompt,
+            cache_key=hashlib.sha256(session_id.encode()).hexdigest()[:32],
         )
+        self._parts.switch_mode = self.set_mode  # the plan's approval (plan_ready)
         lent = Parent(session_id, self.roots, settings, permissions, editor, send_update, recorder)
         self.subagents = self._parts.offer(Subagents(lent, self._subagent_model, self._parts.tools))
         self.plan_shown = False  # a plan was shown and not removed since (/clear removes it)
@@ -338,6 +341,7 @@ class Session:
         voice = Voice(emit, self._editor.can_notice)
         backend = self.backend  # kept for the whole turn, whatever set_backend does meanwhile
         note = await self._mcp_turn(voice)  # before the turn's context and tools, as before
+        context = await self._parts.turn_context(self._model, backend, emit)
         turn = Turn(
             backend=backend,
             history=self.history,
@@ -345,7 +349,7 @@ class Session:
             max_requests=self._settings.max_turn_requests,
             tell=voice.tell,
             system=self._parts.system,
-            context=await self._parts.turn_context(self._model, backend, emit),
+            context=context,
             thought_level=self._model.level,
         )
         window = self._parts.budget(self._model).window.size  # instructions: a share at most
@@ -353,10 +357,11 @@ class Session:
         note += self._parts.appendix
         await instruct(turn, self._parts.tools, self.workspace, note, window)
         self._parts.say_sandbox(voice.tell)
+        told = context.session.spending.tokens  # the usage told with the answer
         try:
             stop = await run_turn(turn)
         except (asyncio.CancelledError, CancelledByUser):
-            return PromptOutcome("cancelled")
+            return PromptOutcome("cancelled", None, None, context.tokens.wire(), told.wire())
         except Exception:
             log.exception("turn failed in session %s", self.id)
             emit(updates.message_chunk("agent_message_chunk", INTERNAL_FAILURE, None))
@@ -364,10 +369,10 @@ class Session:
         finally:
             end()
         too_large = turn.failure is not None and turn.failure.reason == "context"
-        if stop == "refusal" or (too_large and self.history and self.history[-1] is message):
+        if stop == "refusal" or (too_large and self.history.last_prompt_is(message)):
             # Refused, or too large for the window (never sent): kept out of later requests.
             self.history.cut(message)
-        return PromptOutcome(stop, turn.failure)
+        return PromptOutcome(stop, turn.failure, None, context.tokens.wire(), told.wire())
 
     async def _mcp_turn(self, voice: Voice) -> str:
         """Wait for MCP servers still connecting, say which failed; a note for the model."""
@@ -386,7 +391,9 @@ class Session:
         """`/compact`: compact now, whatever the fit; the one-line result for a person."""
         context = await self._parts.turn_context(self._model, self.backend, emit)
         specs = self._parts.tools().specs
-        system = self._parts.system + self.workspace.current() + self._parts.appendix
+        system = self.workspace.system or (
+            self._parts.system + self.workspace.current() + self._parts.appendix
+        )
         return await context.compact_now(system, specs, self.history, focus)
 
     def clear(self, emit: Emit) -> None:

@@ -116,15 +116,20 @@ def replay(
 
 class ChildEditor:
     """The editor as a child session uses it: the parent's, except that a permission request
-    is asked through `ask` (which says whose it is and tracks the child's state)."""
+    is asked through `ask` and a question (elicitation) through `question`, which say whose
+    it is and track the child's state."""
 
     def __init__(
         self,
         parent: EditorApi,
         ask: Callable[[dict[str, Any], list[dict[str, Any]]], Any],
+        question: Callable[[dict[str, Any], str | None], Any],
     ) -> None:
         self._parent = parent
         self._ask = ask
+        self._question = question
+        self.can_elicit_form = parent.can_elicit_form
+        self.can_elicit_url = parent.can_elicit_url
         self.can_read = parent.can_read
         self.can_write = parent.can_write
         self.can_terminal = parent.can_terminal
@@ -138,6 +143,13 @@ class ChildEditor:
     ) -> dict[str, Any]:
         answer: dict[str, Any] = await self._ask(tool_call, options)
         return answer
+
+    async def elicit(self, request: dict[str, Any], tool_call_id: str | None) -> dict[str, Any]:
+        answer: dict[str, Any] = await self._question(request, tool_call_id)
+        return answer
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        self._parent.elicitation_complete(elicitation_id)
 
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
         return await self._parent.read_text_file(path, line, limit)

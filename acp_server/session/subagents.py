@@ -260,7 +260,7 @@ class Child:
         self.emit(updates.message_chunk("user_message_chunk", self._job.prompt, prompt.message_id))
         context = SessionContext.made(parent.settings, None)
         context.look_up(backend)
-        editor = view.ChildEditor(parent.editor, self._ask)
+        editor = view.ChildEditor(parent.editor, self._ask, self._question)
         return Turn(
             backend=backend,
             history=self.history,
@@ -295,6 +295,18 @@ class Child:
         answer = await editor.request_permission(tool_call, options)
         if answer.get("outcome") != "cancelled":  # else it ends, and says so (idle)
             self._tell_parent(view.state(self.id, "running"))
+        return answer
+
+    async def _question(self, request: dict[str, Any], call_id: str | None) -> dict[str, Any]:
+        """A question of the child (ask_user, an MCP server's): like its permission requests,
+        under the child's id for a client that knows it, else as the parent's tool call."""
+        parent = self._parent
+        if not self._opted_in:
+            return await parent.editor.elicit(request, self._job.call_id)
+        editor = parent.child_editor(self.id) if parent.child_editor else parent.editor
+        self._tell_parent(view.state(self.id, "requires_action"))
+        answer = await editor.elicit(request, call_id)  # a cancel ends the child (idle)
+        self._tell_parent(view.state(self.id, "running"))
         return answer
 
     def _answer(self, stop: StopReason) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from acp_server.agent.history import History
 from acp_server.backends import Backend
 from acp_server.editor_api import EditorApi
-from acp_server.permissions import Permissions
+from acp_server.permissions import Mode, Permissions
 from acp_server.session.client_prompt import ClientPrompt
 from acp_server.session.mcp import McpServers
 from acp_server.session.model import SessionModel
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from acp_server.agent.spending import Spending
     from acp_server.agent.turn_context import SessionContext, TurnContext
     from acp_server.confine.sandbox import Sandbox
+    from acp_server.tools.base import Tool
     from acp_server.tools.task import Delegate
 
 D = TypeVar("D", bound="Delegate")
@@ -72,10 +73,14 @@ class TurnParts:
         mcp: McpServers | None,
         jobs: Jobs,
         client_prompt: ClientPrompt | None = None,
+        cache_key: str | None = None,
     ) -> None:
         self._roots = roots  # the first is the working directory
+        self._cache_key = cache_key  # the session's, for the servers' prompt caches
         self.client_prompt = client_prompt  # the editor's system prompt (client_prompt.py)
         self.delegate: Delegate | None = None  # runs the task tool's jobs (subagents.py)
+        # Changes the session's mode and announces it (Session.set_mode), for plan_ready.
+        self.switch_mode: Callable[[Mode], None] | None = None
         self._editor = editor
         self._permissions = permissions
         self._settings = settings
@@ -116,9 +121,11 @@ class TurnParts:
 
             if self._sandbox is None:
                 level = parse_level(self._settings.sandbox or DEFAULT_LEVEL, "sandbox")
-                self._sandbox = Sandbox(level, self._roots)
+                passed = self._settings.command_env
+                self._sandbox = Sandbox(level, self._roots, passed)
             tools = [
                 *default_tools(self._settings.fetch),
+                *self._questions(),
                 *(self._mcp.tools() if self._mcp else ()),
             ]
             if self.delegate is not None:
@@ -135,6 +142,19 @@ class TurnParts:
             )
         return self._tools
 
+    def _questions(self) -> list[Tool]:
+        """ask_user and plan_ready, for an editor that shows forms (never offered to one that
+        does not); plan_ready switches the mode through `switch_mode`, set by the session."""
+        if not self._editor.can_elicit_form:
+            return []
+        from acp_server.tools.ask import ASK_USER
+        from acp_server.tools.plan_ready import plan_ready_tool
+
+        permissions, switch = self._permissions, self.switch_mode
+        if switch is None:
+            return [ASK_USER]
+        return [ASK_USER, plan_ready_tool(lambda: permissions.mode, switch)]
+
     def budget(self, model: SessionModel) -> SessionContext:
         """The session's budget, made at the first turn and for each new backend."""
         from acp_server.agent.turn_context import SessionContext
@@ -143,6 +163,7 @@ class TurnParts:
             entry = model.choice.entry if model.choice is not None else None
             settings = entry.budget_settings(self._settings) if entry else self._settings
             self._context = SessionContext.made(settings, self._spending)
+            self._context.cache_key = self._cache_key
             if entry is not None and entry.facts is not None:
                 self._context.output_limit = entry.facts.output
             self._spending = self._context.spending  # the session's, across model switches
@@ -158,12 +179,15 @@ class TurnParts:
             self._context.due = False
 
     async def turn_context(self, model: SessionModel, backend: Backend, emit: Emit) -> TurnContext:
-        """The context steps for a turn with `backend`; the server's window is looked up beside
-        the turn (`SessionContext.look_up`)."""
+        """The context steps for a turn with `backend`, once the window the server reports is
+        known (`SessionContext.look_up`; the catalogue's for a hosted model it knows, so no
+        request): the first request is shaped as the second (the same tools, the same share
+        of the window for the instructions), or a provider's cache serves it nothing."""
         from acp_server.agent.turn_context import TurnContext
 
         context = self.budget(model)
         context.look_up(backend)
+        await context.settle(wait=True)
         return TurnContext(
             context,
             backend,

@@ -15,11 +15,12 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from acp_server.confine import files
 from acp_server.confine.sandbox import Sandbox
 from acp_server.editor_api import EditorApi
 from acp_server.messages import ImagePart
@@ -94,53 +95,90 @@ class ToolContext:
         joined = expanded if os.path.isabs(expanded) else os.path.join(self.cwd, expanded)
         return Path(os.path.normpath(joined))
 
-    async def read_text(self, path: Path) -> str:
+    def target(self, path: str) -> files.Target:
+        """Where `path` leads, resolved once. The permission is asked for `shown` and the file
+        is then opened at `real` with no link followed, so a link swapped in after the check
+        (by a command running meanwhile) makes the call fail instead of leading elsewhere."""
+        try:
+            return files.target(self.resolve(path), self.roots)
+        except files.Refused as exc:
+            raise ToolFailure(str(exc)) from exc
+
+    async def read_text(self, target: files.Target) -> str:
         """File text as the editor sees it (unsaved buffers included) when the client can
         read files; from disk otherwise."""
         if self.client.can_read:
-            return await self.client.read_text_file(str(path), None, None)
-        return read_local(path)
+            for_editor(target)
+            return await self.client.read_text_file(str(target.shown), None, None)
+        return read_local(target.real)
 
-    async def write_text(self, path: Path, text: str) -> None:
+    async def write_text(self, target: files.Target, text: str) -> None:
         """Write through the editor when it can (it updates open buffers); to disk otherwise."""
         if self.client.can_write:
-            await self.client.write_text_file(str(path), text)
+            failing(files.same_place, target.shown, target.real)
+            await self.client.write_text_file(str(target.shown), text)
             return
-        write_local(path, text)
+        write_local(target.real, text)
 
 
-def read_local(path: Path) -> str:
+MAX_TEXT_BYTES = 16 * 1024 * 1024  # the largest file read_file and edit_file read whole
+
+
+def failing(step: Callable[..., Any], *args: Any) -> Any:
+    """`step(*args)`, a refusal of `confine.files` turned into the call's failure."""
     try:
-        with path.open("rb") as f:
-            data = f.read()
-    except FileNotFoundError as exc:
-        raise ToolFailure(f"File not found: {path}") from exc
-    except IsADirectoryError as exc:
-        raise ToolFailure(f"{path} is a directory, not a file; use list_directory.") from exc
-    except OSError as exc:
-        raise ToolFailure(f"Cannot read {path}: {exc.strerror or exc}") from exc
+        return step(*args)
+    except files.Refused as exc:
+        raise ToolFailure(str(exc)) from exc
+
+
+@contextlib.contextmanager
+def opened(real: Path) -> Iterator[files.Opened]:
+    """`real` opened for reading (no link followed, never blocking; a regular file only)."""
+    try:
+        with files.open_regular(real) as file:
+            yield file
+    except files.Refused as exc:
+        raise ToolFailure(str(exc)) from exc
+
+
+def for_editor(target: files.Target, file: files.Opened | None = None) -> None:
+    """Before the editor reads `target` (it follows links and would block on a FIFO): the
+    file must be a regular one of a size we read, still where it was checked. A link swapped
+    in after this check, before the editor opens the file, is the window that remains."""
+    if file is None:
+        with opened(target.real) as now:
+            return for_editor(target, now)
+    if file.size > MAX_TEXT_BYTES:
+        raise ToolFailure(files.too_large(target.real, file.size, MAX_TEXT_BYTES, "a file"))
+    failing(files.same_place, target.shown, target.real)
+    return None
+
+
+def local_bytes(real: Path) -> bytes:
+    """The file at `real` (links resolved when checked; none followed now), refused when it
+    is not a regular file or larger than MAX_TEXT_BYTES."""
+    with opened(real) as file:
+        data: bytes = failing(file.read, MAX_TEXT_BYTES, "a file")
+    return data
+
+
+def text_of(real: Path, data: bytes) -> str:
+    """A file's bytes as text; refused when they look binary."""
     if b"\0" in data[:8192]:
-        raise ToolFailure(f"{path} looks like a binary file (it contains NUL bytes); not shown.")
+        raise ToolFailure(f"{real} looks like a binary file (it contains NUL bytes); not shown.")
     return data.decode("utf-8", errors="replace")
 
 
-def write_local(path: Path, text: str) -> None:
-    """Write atomically (a crash never leaves half a file), keeping the file's permissions.
-    A symlink is written through, to where it leads (where the permission check looked),
-    instead of being replaced by a file."""
-    path = Path(os.path.realpath(path))
-    tmp = path.with_name(f".{path.name}.acp-tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise ToolFailure(f"Cannot write {path}: {exc.strerror or exc}") from exc
+def read_local(real: Path) -> str:
+    return text_of(real, local_bytes(real))
+
+
+def write_local(real: Path, text: str) -> None:
+    """Write atomically (a crash never leaves half a file), keeping the file's permissions,
+    into the folder that was checked; `real` is where a link led when it was checked, so a
+    link is written through to its target, and a link swapped in since is replaced."""
+    failing(files.write_atomic, real, text.encode("utf-8"))
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ stay CRLF even though models write "\\n".
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 from typing import Any
 
+from acp_server.confine import files
 from acp_server.permissions import Permit
 from acp_server.tools.base import (
     Presentation,
@@ -21,8 +21,11 @@ from acp_server.tools.base import (
     ToolFailure,
     ToolOutcome,
     diff_content,
+    failing,
+    local_bytes,
+    text_of,
 )
-from acp_server.tools.fs import arg_path, shown_path, to_crlf, uses_crlf
+from acp_server.tools.fs import arg_path, current_text, shown_path, to_crlf, uses_crlf
 
 EXACTNESS = (
     "old_text must match the file exactly, including whitespace, indentation and line breaks."
@@ -40,41 +43,48 @@ def _present_edit(args: dict[str, Any], ctx: ToolContext) -> Presentation:
 
 
 async def _edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-    path = ctx.resolve(args["path"])
+    target = ctx.target(args["path"])
     edits: list[dict[str, Any]] = args["edits"]
-    await ctx.permit(Permit(paths=(path,), effect="read"))  # outside the project: ask first
-    old = await _existing_text(path, ctx)
+    await ctx.permit(
+        Permit(paths=(target.shown,), effect="read", through_link=target.through_link)
+    )  # outside: ask first
+    old = await _existing_text(target, ctx)
     new = apply_edits(old, edits)
-    diff = diff_content(path, old, new)
-    await ctx.permit(Permit(paths=(path,), preview=[diff]))
-    await ctx.write_text(path, new)
+    diff = diff_content(target.shown, old, new)
+    await ctx.permit(
+        Permit(paths=(target.shown,), preview=[diff], through_link=target.through_link)
+    )
+    await ctx.write_text(target, new)
     line = first_changed_line(old, new)
     count = f"{len(edits)} edit" + ("s" if len(edits) != 1 else "")
-    text = f"Applied {count} to {shown_path(path, ctx)} (first change at line {line})."
-    return ToolOutcome(text, content=[diff], locations=[{"path": str(path), "line": line}])
+    text = f"Applied {count} to {shown_path(target.shown, ctx)} (first change at line {line})."
+    return ToolOutcome(text, content=[diff], locations=[{"path": str(target.shown), "line": line}])
 
 
-async def _existing_text(path: Path, ctx: ToolContext) -> str:
-    if path.is_dir():
-        raise ToolFailure(f"{path} is a directory, not a file.")
-    if not path.exists():
-        raise ToolFailure(f"File not found: {path}. To create a new file, use write_file.")
-    text = await ctx.read_text(path)
-    # A local read replaces undecodable bytes; writing that back would corrupt the file.
-    if "\ufffd" in text and not ctx.client.can_read and not _is_utf8(path):
-        raise ToolFailure(
-            f"{path} is not valid UTF-8 text, so edit_file cannot change it without "
-            "corrupting it. Use a command (for example iconv or sed) instead."
-        )
-    return text
-
-
-def _is_utf8(path: Path) -> bool:
+async def _existing_text(target: files.Target, ctx: ToolContext) -> str:
+    if ctx.client.can_read:
+        text = await current_text(target, ctx)
+        if text is None:
+            raise ToolFailure(_missing(target))
+        return text
     try:
-        path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+        data = local_bytes(target.real)
+    except ToolFailure as exc:
+        if failing(files.exists, target.real) is None:
+            raise ToolFailure(_missing(target)) from exc
+        raise
+    try:
+        return text_of(target.real, data) if b"\0" in data[:8192] else data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A lenient decode would replace the bad bytes; writing that back would corrupt it.
+        raise ToolFailure(
+            f"{target.shown} is not valid UTF-8 text, so edit_file cannot change it without "
+            "corrupting it. Use a command (for example iconv or sed) instead."
+        ) from exc
+
+
+def _missing(target: files.Target) -> str:
+    return f"File not found: {target.shown}. To create a new file, use write_file."
 
 
 def apply_edits(text: str, edits: list[dict[str, Any]]) -> str:

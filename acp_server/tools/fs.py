@@ -4,9 +4,13 @@ Reads and writes go through the editor when it advertises `fs` (so unsaved buffe
 the model sees and edits land in open buffers), and to the local disk otherwise. A write asks
 permission with the diff as the preview *before* it touches the file.
 
-Links: every path is checked where it really leads (the permission rule resolves symlinks and
-`..`), so a link inside the project to a file outside asks like the file itself would. Listings
-(here and in `glob`) show such links with where they lead and that reading them asks first.
+Links: a path is resolved once (`ctx.target`: every link and `..`), the permission is asked
+for where it leads (a request for a link says so in its title), and the file is then opened at
+exactly that place with no link followed (`confine.files`), so a link swapped in after the
+check by a command running meanwhile makes the call fail instead of leading elsewhere. A link
+inside the project to a file outside asks like the file itself would. Listings (here and in
+`glob`) show such links with where they lead and that reading them asks first. Reads refuse
+FIFOs, devices and sockets without waiting, and files over MAX_TEXT_BYTES before reading.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from acp_server.confine import files
 from acp_server.permissions import Permit, inside_roots
 from acp_server.tools.base import (
+    MAX_TEXT_BYTES,
     Presentation,
     Tool,
     ToolContext,
@@ -25,11 +31,14 @@ from acp_server.tools.base import (
     ToolOutcome,
     clip,
     diff_content,
-    read_local,
+    failing,
+    for_editor,
+    opened,
     text_content,
+    text_of,
 )
 from acp_server.tools.ignore import EVERYTHING, NEVER, Rules, Scope
-from acp_server.tools.image_file import image_type, read_image
+from acp_server.tools.image_file import image_type_of, read_image
 
 READ_DEFAULT_LINES = 2000
 READ_MAX_CHARS = 100_000
@@ -64,22 +73,51 @@ def _present_read(args: dict[str, Any], ctx: ToolContext) -> Presentation:
 
 
 async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-    path = ctx.resolve(args["path"])
+    target = ctx.target(args["path"])
     line: int | None = args.get("line")
     limit: int | None = args.get("limit")
-    await ctx.permit(Permit(paths=(path,)))
-    mime = image_type(path)
-    if mime is not None:  # a picture: the model looks at it (see image_file)
-        return read_image(path, mime, shown_path(path, ctx))
+    await ctx.permit(Permit(paths=(target.shown,), through_link=target.through_link))
+    shown = shown_path(target.shown, ctx)
+    got = await asyncio.to_thread(_local_read, target, ctx.client.can_read, shown)
+    if isinstance(got, ToolOutcome):  # a picture: the model looks at it (see image_file)
+        return got
     wanted = limit or READ_DEFAULT_LINES
-    if ctx.client.can_read:
-        text = await ctx.client.read_text_file(str(path), line, wanted)
+    if got is None:
+        text = await ctx.client.read_text_file(str(target.shown), line, wanted)
         total = None
     else:
-        lines = read_local(path).splitlines(keepends=True)
+        lines = got.splitlines(keepends=True)
         total = len(lines)
         start = (line or 1) - 1
         text = "".join(lines[start : start + wanted])
+    return _read_outcome(target.shown, text, line, limit, wanted, total)
+
+
+def _local_read(target: files.Target, editor_reads: bool, shown: str) -> ToolOutcome | str | None:
+    """What read_file takes from the disk, in a thread: one descriptor, opened without
+    following a link and never blocking, for the image sniff and the read. An image's
+    outcome; else the text, or None when the editor is to read it (checked for it first: a
+    file only the editor has, an unsaved new buffer, is the editor's to answer)."""
+    try:
+        with opened(target.real) as file:
+            mime = image_type_of(file.head(16))
+            if mime is not None:
+                return read_image(file, mime, shown, target.shown)
+            if editor_reads:
+                for_editor(target, file)
+                return None
+            data: bytes = failing(file.read, MAX_TEXT_BYTES, "a file read_file reads")
+    except ToolFailure as exc:
+        if not (editor_reads and isinstance(exc.__cause__, files.Missing)):
+            raise
+        failing(files.same_place, target.shown, target.real)
+        return None
+    return text_of(target.real, data)
+
+
+def _read_outcome(
+    path: Path, text: str, line: int | None, limit: int | None, wanted: int, total: int | None
+) -> ToolOutcome:
     body = clip(text, READ_MAX_CHARS, "file")
     count = len(text.splitlines())
     header = ""
@@ -140,26 +178,31 @@ def _present_write(args: dict[str, Any], ctx: ToolContext) -> Presentation:
     return Presentation(f"Write {shown_path(path, ctx)}", [{"path": str(path)}])
 
 
-async def current_text(path: Path, ctx: ToolContext) -> str | None:
-    """The file's text now, or None when there is no file at `path` yet."""
-    if path.is_dir():
-        raise ToolFailure(f"{path} is a directory, not a file.")
-    if not path.exists():
+async def current_text(target: files.Target, ctx: ToolContext) -> str | None:
+    """The file's text now, or None when there is no file at `target` yet."""
+    info = failing(files.exists, target.real)
+    if info is None:
         return None
-    return await ctx.read_text(path)
+    if files.kind_of(info) == "a directory":
+        raise ToolFailure(f"{target.shown} is a directory, not a file.")
+    return await ctx.read_text(target)
 
 
 async def _write_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-    path = ctx.resolve(args["path"])
+    target = ctx.target(args["path"])
     new: str = args["content"]
-    await ctx.permit(Permit(paths=(path,), effect="read"))  # outside the project: ask first
-    old = await current_text(path, ctx)
+    await ctx.permit(
+        Permit(paths=(target.shown,), effect="read", through_link=target.through_link)
+    )  # outside: ask first
+    old = await current_text(target, ctx)
     if old is not None and uses_crlf(old) and "\r" not in new:
         new = to_crlf(new)  # keep a CRLF file CRLF: a model writes "\n"
-    diff = diff_content(path, old, new)
-    await ctx.permit(Permit(paths=(path,), preview=[diff]))
-    await ctx.write_text(path, new)
-    shown, lines = shown_path(path, ctx), line_count(new)
+    diff = diff_content(target.shown, old, new)
+    await ctx.permit(
+        Permit(paths=(target.shown,), preview=[diff], through_link=target.through_link)
+    )
+    await ctx.write_text(target, new)
+    shown, lines = shown_path(target.shown, ctx), line_count(new)
     text = f"Created {shown} ({lines} lines)" if old is None else f"Wrote {lines} lines to {shown}"
     return ToolOutcome(text, content=[diff])
 

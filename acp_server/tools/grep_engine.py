@@ -8,7 +8,10 @@ prefilter, and stops at the next file once the call is cancelled or has enough.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -65,11 +68,20 @@ def not_searchable(path: Path) -> str | None:
 
 
 def searchable_text(path: Path) -> str | None:
-    """The file's text, or None for a binary or too big file. OSError when unreadable."""
-    if path.stat().st_size > MAX_FILE_BYTES:
-        return None
-    data = path.read_bytes()
-    if b"\0" in data[:BINARY_SNIFF_BYTES]:
+    """The file's text, or None for a binary or too big file, or one that is not a regular
+    file (a FIFO made in the project would block the read forever). OSError when unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket
+            return None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+            return None
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES or b"\0" in data[:BINARY_SNIFF_BYTES]:
         return None
     # Lines are matched without their CR, so `foo$` finds `foo` in a CRLF file too.
     return data.decode("utf-8", errors="replace").replace("\r\n", "\n")

@@ -2,9 +2,11 @@
 
 Screenshots, diagrams and the output of a failing visual test are worth looking at, and the
 models we talk to mostly read images. The file is recognized by its first bytes (not its name),
-always read from disk (the editor's fs/read_text_file is for text), and shown in the tool call
-as an ACP image block. A model that reads no images gets a note in its place: the backends do
-that for every image (`backends.images`), so a tool's image is treated like a prompt's.
+always read from disk (the editor's fs/read_text_file is for text) through the one descriptor
+`read_file` opened (no link followed, never blocking, the size checked before reading, so the
+file sniffed is the file read), and shown in the tool call as an ACP image block. A model
+that reads no images gets a note in its place: the backends do that for every image
+(`backends.images`), so a tool's image is treated like a prompt's.
 
 Images above `MAX_BYTES`, or wider or taller than `MAX_SIDE` pixels, are refused with a note
 instead of being resized: resizing would need Pillow (a large compiled dependency) for what is
@@ -16,8 +18,10 @@ file's header (`dimensions`), and told to the model.
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 
+from acp_server.confine import files
 from acp_server.messages import ImagePart
 from acp_server.tools.base import ToolFailure, ToolOutcome, text_content
 
@@ -33,20 +37,26 @@ _SIGNATURES = (
 
 
 def image_type(path: Path) -> str | None:
-    """The image MIME type the file starts with; None for anything else (or no such file)."""
+    """The image MIME type the file starts with; None for anything else (or no such file,
+    or anything but a regular file: it is opened without blocking or following a link)."""
     try:
-        with path.open("rb") as f:
-            head = f.read(16)
-    except OSError:
+        with files.open_regular(Path(os.path.realpath(path))) as file:
+            return image_type_of(file.head(16))
+    except files.Refused:
         return None
+
+
+def image_type_of(head: bytes) -> str | None:
+    """The image MIME type of a file that starts with `head` (16 bytes); None for others."""
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "image/webp"
     return next((mime for magic, mime in _SIGNATURES if head.startswith(magic)), None)
 
 
-def read_image(path: Path, mime: str, shown: str) -> ToolOutcome:
-    """The image as the model's and the editor's content; refused above MAX_BYTES."""
-    size = path.stat().st_size
+def read_image(file: files.Opened, mime: str, shown: str, path: Path) -> ToolOutcome:
+    """The image of the opened `file` (at `path`, named `shown` to the user) as the model's
+    and the editor's content; refused above MAX_BYTES before anything is read."""
+    size = file.size
     if size > MAX_BYTES:
         raise ToolFailure(
             f"{shown} is an image ({mime}) of {size / 1024 / 1024:.1f} MB, more than the "
@@ -54,9 +64,9 @@ def read_image(path: Path, mime: str, shown: str) -> ToolOutcome:
             "(for example with ImageMagick: magick in.png -resize 1600x1600 out.png) and read that."
         )
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ToolFailure(f"Cannot read {path}: {exc.strerror or exc}") from exc
+        raw = file.read(MAX_BYTES, "an image")
+    except (files.Refused, OSError) as exc:
+        raise ToolFailure(f"Cannot read {path}: {exc}") from exc
     found = dimensions(raw, mime)
     if found and max(found) > MAX_SIDE:
         raise ToolFailure(

@@ -29,6 +29,7 @@ from acp_server import __version__
 from acp_server.tools import mcp_stdio
 from acp_server.tools.base import ToolFailure
 from acp_server.tools.mcp_config import ServerConfig
+from acp_server.tools.mcp_elicit import Asker
 
 if TYPE_CHECKING:
     import httpx2  # the `mcp` package's HTTP client, not one of our dependencies
@@ -58,6 +59,7 @@ class McpConnection:
         self._ready: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._http_error: tuple[int, str] | None = None  # the last HTTP error status it answered
+        self.asker = Asker(config.name)  # its questions to the user (mcp_elicit)
 
     @property
     def name(self) -> str:
@@ -96,8 +98,15 @@ class McpConnection:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 info = types.Implementation(name="acp-server", version=__version__)
+                asker = self.asker
                 session = await stack.enter_async_context(
-                    ClientSession(read, write, client_info=info)
+                    ClientSession(
+                        read,
+                        write,
+                        client_info=info,
+                        elicitation_callback=asker.elicit,
+                        message_handler=asker.on_message,
+                    )
                 )
                 await session.initialize()
                 self.tools = await _all_tools(session)

@@ -92,7 +92,8 @@ def _tool(connection: McpConnection, remote: types.Tool, name: str) -> Tool:
         shown = json.dumps(arguments, indent=2, ensure_ascii=False)
         preview = [text_content(f"MCP server {server!r}, tool {remote.name!r}:\n{shown}")]
         await ctx.permit(Permit(command=name if effect == "execute" else None, preview=preview))
-        return outcome(await connection.call(remote.name, arguments))
+        with connection.asker.calling(ctx) as call:  # its questions go to this call's editor
+            return call.shown_with(outcome(await connection.call(remote.name, arguments)))
 
     description = (remote.description or remote.title or remote.name).strip()
     return Tool(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_server import updates
+from acp_server.confine import secrets
 from acp_server.tools.base import Presentation, Tool, ToolContext, ToolFailure, ToolOutcome
 
 DEFAULT_PRIORITY = "medium"
@@ -57,18 +58,25 @@ def _entries(items: list[dict[str, Any]], ctx: ToolContext) -> ToolOutcome:
 
 
 async def _file(name: str, ctx: ToolContext) -> ToolOutcome:
-    path = ctx.resolve(name)
-    real = Path(os.path.realpath(path))  # a link out of the project is outside it too
+    """The plan from a file: one inside the project (where every link on its way leads too)
+    and out of the secret places, read as it was checked. It never asks, so anything else is
+    refused."""
+    target = ctx.target(name)
     roots = [Path(os.path.realpath(root)) for root in ctx.roots]
-    if not any(real == root or root in real.parents for root in roots):
+    if not any(target.real == root or root in target.real.parents for root in roots):
         raise ToolFailure(f"The plan file {name} is outside the project; write it inside.")
-    content = await ctx.read_text(path)
+    if secrets.is_secret(target.real):
+        raise ToolFailure(
+            f"The plan file {name} leads to {target.real}, where keys and credentials are kept; "
+            "it is not read. Write the plan in a file of the project."
+        )
+    content = await ctx.read_text(target)
     if len(content) > MARKDOWN_CHARS:
         raise ToolFailure(
             f"The plan file {name} has {len(content):,} characters; a plan to show the user "
             f"must stay under {MARKDOWN_CHARS:,}."
         )
-    ctx.emit(updates.plan_markdown(content, str(path)))
+    ctx.emit(updates.plan_markdown(content, str(target.shown)))
     return ToolOutcome(_markdown_note(content) + f" The user can open it: {name}.")
 
 

@@ -8,11 +8,12 @@ editor terminal is killed and released, and a local command runs in a process gr
 (see `procgroup`) which is stopped as a whole, so `server &` or a pipeline cannot leave
 processes behind.
 
-Commands never get the agent's API keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, any variable a
-backend reads its key from, any variable holding a known key): `env` would show them to the
-model. A local command's environment simply lacks them. An editor terminal inherits the
-editor's environment, and ACP's terminal/create can only set variables, not remove them, so
-there they are set to the empty string.
+Commands get an allowlisted environment (`confine.command_env`): PATH, HOME, the locale and a
+few more, and the names the user lists in the configuration file, never the agent's API keys
+or other tokens: `env` would show them to the model. A local command's environment is built
+that way; an editor terminal inherits the editor's environment, and ACP's terminal/create can
+only set variables, not remove them, so its command line starts with `keep_env.py`, which drops
+the rest before the command starts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from acp_server import redaction
+from acp_server.confine.command_env import command_environment, terminal_argv
 from acp_server.confine.sandbox import Sandbox
 from acp_server.editor_api import EditorApi
 from acp_server.markdown import fence, inline_code
@@ -73,6 +74,11 @@ def _present(args: dict[str, Any], ctx: ToolContext) -> Presentation:
 async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     command: str = args["command"]
     cwd = ctx.resolve(args["cwd"]) if args.get("cwd") else ctx.cwd
+    if "\0" in str(cwd):  # no path holds one; the checks below would crash on it
+        raise ToolFailure(
+            f"Cannot run the command: the directory {str(cwd)!r} contains a NUL byte, which no "
+            "path can hold. Give the folder's name without it."
+        )
     timeout = _timeout(args.get("timeout_seconds"))
     box = _sandbox(args, ctx)
     reason = str(args.get("reason") or "(no reason given)") if args.get("outside_sandbox") else None
@@ -86,11 +92,12 @@ async def _run_command(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
             escalation=escalation,
         )
     )
-    if not cwd.is_dir():
-        problem = "is not a directory" if cwd.exists() else "does not exist"
+    if not os.path.isdir(cwd):  # never raises (a name too long is not a directory either)
+        problem = "is not a directory" if os.path.lexists(cwd) else "does not exist"
         raise ToolFailure(f"Cannot run the command: the directory {cwd} {problem}.")
     argv = box.argv([SHELL, "-c", command]) if box else [SHELL, "-c", command]
-    env = box.env(_environment()) if box else _environment()
+    env = _environment(ctx.sandbox.passed)
+    env = box.env(env) if box else env
     if args.get("background"):
         stop_on_cancel = bool(args.get("stop_on_cancel"))
         return await _background(command, argv, env, cwd, stop_on_cancel, ctx)
@@ -159,7 +166,7 @@ async def _background(
     owner = asyncio.current_task()
     content: list[dict[str, Any]] | None = None
     if ctx.client.can_terminal:
-        terminal_id = await _create_terminal(ctx.client, argv, cwd, ctx.sandbox.env({}))
+        terminal_id = await _create_terminal(ctx.client, argv, cwd, ctx.sandbox)
         job: Job = TerminalJob(job_id, command, owner, stop_on_cancel, ctx.client, terminal_id)
         ctx.jobs.add(job)  # from here on, session/close and cancels release the terminal
         content = [{"type": "terminal", "terminalId": terminal_id}]
@@ -185,7 +192,7 @@ async def _background(
 async def _in_terminal(argv: list[str], cwd: Path, timeout: float, ctx: ToolContext) -> ToolOutcome:
     """Run in a client terminal, shown live in the tool call; always released at the end."""
     client = ctx.client
-    terminal_id = await _create_terminal(client, argv, cwd, ctx.sandbox.env({}))
+    terminal_id = await _create_terminal(client, argv, cwd, ctx.sandbox)
     ctx.terminals.append(terminal_id)
     item = {"type": "terminal", "terminalId": terminal_id}
     ctx.emit(tool_call_update(ctx.call_id, status="in_progress", content=[item]))
@@ -210,14 +217,14 @@ async def _in_terminal(argv: list[str], cwd: Path, timeout: float, ctx: ToolCont
     return ToolOutcome(text, ok=result.ok, content=[item], raw_output=_raw_output(result))
 
 
-async def _create_terminal(
-    client: EditorApi, argv: list[str], cwd: Path, extra: dict[str, str]
-) -> str:
-    """terminal/create (`extra`: variables to set, the sandbox's TMPDIR). If the call is
+async def _create_terminal(client: EditorApi, argv: list[str], cwd: Path, box: Sandbox) -> str:
+    """terminal/create, the command line started through `keep_env.py` (the allowlisted
+    environment of the editor's), the pagers off and the sandbox's TMPDIR set. If the call is
     cancelled while the editor creates the terminal, the terminal is still released once its
     id arrives."""
-    env = [{"name": name, "value": value} for name, value in {**NO_PAGER, **extra}.items()]
-    env += [{"name": name, "value": ""} for name in sorted(redaction.key_variables())]
+    variables = {**NO_PAGER, **box.env({})}
+    env = [{"name": name, "value": value} for name, value in variables.items()]
+    argv = terminal_argv(argv, box.passed, variables)
     task = asyncio.ensure_future(
         client.create_terminal(argv[0], argv[1:], str(cwd), OUTPUT_BYTE_LIMIT, env)
     )
@@ -264,10 +271,10 @@ async def _local(argv: list[str], env: dict[str, str], cwd: Path, timeout: float
     )
 
 
-def _environment() -> dict[str, str]:
-    """Ours without the agent's keys, with pagers and terminal features off so nothing waits
-    for a keypress."""
-    return {**redaction.command_environment(os.environ), **NO_PAGER, "TERM": "dumb"}
+def _environment(passed: tuple[str, ...]) -> dict[str, str]:
+    """Ours, allowlisted (and the user's `passed` names), with pagers and terminal features off
+    so nothing waits for a keypress."""
+    return {**command_environment(os.environ, passed), **NO_PAGER, "TERM": "dumb"}
 
 
 # --- reporting --------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from acp_server.permissions import Permissions, Permit, inside_roots, rule_for
 from acp_server.tools.base import (
     CancelledByUser,
     Emit,
+    Presentation,
     Tool,
     ToolContext,
     ToolFailure,
@@ -202,7 +203,7 @@ class Toolbox:
         allow_rule = rule_for(effect, request, True) if inside and effect != "read" else None
         deny_rule = rule_for(effect, request, False)
         options = _options(allow_rule.describe() if allow_rule else None, deny_rule is not None)
-        shown = tool.present(call.arguments, self._context(call, lambda _: None))
+        shown = _leading(tool.present(call.arguments, self._context(call, lambda _: None)), request)
         tool_call = updates.tool_call_fields(
             call.id,
             title=shown.title,
@@ -225,6 +226,18 @@ class Toolbox:
                 "The user declined this call, so it did not run. Do not retry it as is; "
                 "ask the user how to proceed if it matters."
             )
+
+
+def _leading(shown: Presentation, request: Permit) -> Presentation:
+    """The presentation of a call whose path leads elsewhere (through a link) than it names:
+    the title says where, and the locations are the paths that were checked and are used."""
+    named = {str(location.get("path")) for location in shown.locations}
+    elsewhere = [p for p in request.paths if str(p) not in named]
+    if not request.through_link or not elsewhere or not shown.locations:
+        return shown
+    title = f"{shown.title} (leads to {', '.join(str(p) for p in elsewhere)})"
+    first = {**shown.locations[0], "path": str(request.paths[0])}
+    return Presentation(title, [first, *({"path": str(p)} for p in request.paths[1:])])
 
 
 def _options(allow_scope: str | None, can_reject_always: bool) -> list[dict[str, Any]]:

@@ -12,7 +12,10 @@ request that brought them was accepted:
 - Lone surrogates (`"\\ud800"` escapes without their pair): legal JSON text, but a Python string
   holding one cannot be encoded as UTF-8, so the answer to the request (or the store write, or
   the model request) failed. They are replaced with U+FFFD, as browsers do, in every string:
-  ids, keys, values. The walk that does this runs only when the raw line holds such an escape.
+  keys and values, except the message's own `id` (and the `requestId` of a `$/cancel_request`).
+  An id is the client's, to match an answer to its request: answered under U+FFFD instead, the
+  client waited for ever. It is kept as received and `encode` writes it back as the same escape.
+  The walk that does this runs only when the raw line holds such an escape.
 
 Then `envelope_problem` says why a decoded object is not a JSON-RPC 2.0 message (ids are ACP's
 `RequestId`: a string, a 64-bit integer or null), and `head_id` reads a request's id from the
@@ -31,6 +34,7 @@ from typing import Any
 
 from acp_server.errors import InvalidRequest, ParseError
 
+CANCEL_REQUEST = "$/cancel_request"
 MAX_DEPTH = 128  # as serde_json, which many ACP clients use: they cannot send deeper either
 HEAD_BYTES = 4096
 
@@ -54,6 +58,9 @@ def _finite_float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+# Compact one-line frames; one encoder for all (json.dumps with options builds one per call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
 def too_deep() -> InvalidRequest:
@@ -62,22 +69,53 @@ def too_deep() -> InvalidRequest:
     )
 
 
-def decode(line: bytes) -> Any:
-    """The JSON value of one line; ParseError or InvalidRequest when it cannot be trusted."""
+def _parse(text: bytes) -> Any:
+    """The JSON value of `text`, strings as they are; ParseError or InvalidRequest."""
     try:
-        value = _DECODER.decode(line.decode("utf-8-sig"))
+        return _DECODER.decode(text.decode("utf-8-sig"))
     except RecursionError:
         raise too_deep() from None
     except ValueError as exc:  # also UnicodeDecodeError: the line is not UTF-8
         raise ParseError(f"Parse error: the line is not valid JSON ({exc}).") from None
+
+
+def decode(line: bytes) -> Any:
+    """The JSON value of one line; ParseError or InvalidRequest when it cannot be trusted."""
+    value = _parse(line)
     deep = line.count(b"[") + line.count(b"{") > MAX_DEPTH
     # A one-byte `in` first (memchr): a big line with no backslash at all costs next to nothing.
     scrub = b"\\" in line and _SURROGATE_ESCAPE.search(line) is not None
     if isinstance(value, str):
         return _clean(value) if scrub else value
     if deep or scrub:
+        kept = _ids(value) if scrub else []
         _walk(value, scrub)
+        for node, key, raw in kept:
+            node[key] = raw
     return value
+
+
+def _ids(root: Any) -> list[tuple[dict[str, Any], str, Any]]:
+    """The string ids in `root` kept as the client sent them: (object, key, value)."""
+    if not isinstance(root, dict):
+        return []
+    places = [(root, "id")]
+    if root.get("method") == CANCEL_REQUEST and isinstance(root.get("params"), dict):
+        places.append((root["params"], "requestId"))
+    return [(node, key, node[key]) for node, key in places if isinstance(node.get(key), str)]
+
+
+def encode(frame: dict[str, Any]) -> bytes:
+    """One compact line of UTF-8 (with its newline). An id kept with a lone surrogate is
+    written back as the escape it came as; any other string holding one is a ValueError."""
+    try:
+        return _ENCODER.encode(frame).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        req_id = frame.get("id")
+        if not (isinstance(req_id, str) and _SURROGATE.search(req_id)):
+            raise
+        _ENCODER.encode({**frame, "id": None}).encode("utf-8")  # the rest must encode as it is
+        return _ASCII.encode(frame).encode("ascii") + b"\n"
 
 
 def _clean(text: str) -> str:
@@ -124,7 +162,7 @@ def head_id(line: bytes) -> Any:
     while (found := _MEMBER.match(head, pos)) is not None and found.group(2) is not None:
         try:
             key = decode(found.group(1))
-            members[key] = decode(found.group(2))
+            members[key] = (_parse if key == "id" else decode)(found.group(2))  # id: as sent
         except (ParseError, InvalidRequest):
             break
         if found.group(3) != b",":

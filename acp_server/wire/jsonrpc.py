@@ -6,10 +6,12 @@ handled while a long request is still running. Our own outgoing requests wait on
 id; all of them fail with `ConnectionClosed` when the peer goes away.
 
 Every line is decoded by `jsonline.decode`, which decides once, at the wire, what the rest of
-the agent never has to handle: lone surrogates in any string (ids, session ids, text, keys) are
-replaced with U+FFFD; `NaN`/`Infinity` are a parse error (-32700); nesting deeper than
-`jsonline.MAX_DEPTH` is an invalid request (-32600). A request whose id can be read is answered
-with that id even when the rest of it is broken; null is used only when no id can be read.
+the agent never has to handle: lone surrogates in any string (session ids, text, keys) are
+replaced with U+FFFD, but a request's own id is kept exactly as sent, so that its answer
+matches (`jsonline.encode` writes it back as the same escape); `NaN`/`Infinity` are a parse
+error (-32700); nesting deeper than `jsonline.MAX_DEPTH` is an invalid request (-32600). A
+request whose id can be read is answered with that id even when the rest of it is broken; null
+is used only when no id can be read.
 
 End of input (the client closed our stdin) stops reading, but every request already received
 is finished and answered, prompts included; from then on our own requests to the client fail at
@@ -26,7 +28,6 @@ import asyncio
 import contextlib
 import functools
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol
@@ -47,15 +48,12 @@ log = logging.getLogger(__name__)
 
 # Images and whole files travel inline, so long lines are normal; 64 MiB leaves room for 50 MiB.
 DEFAULT_MAX_LINE = 64 * 1024 * 1024
-CANCEL_REQUEST = "$/cancel_request"
+CANCEL_REQUEST = jsonline.CANCEL_REQUEST
 
 Params = dict[str, Any]
 RequestHandler = Callable[[Params], Awaitable[Any]]
 NotificationHandler = Callable[[Params], Awaitable[None] | None]
 ReadChunk = Callable[[], Awaitable[bytes]]
-
-# Compact one-line frames; one encoder for all (json.dumps with options builds one per call).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 class Sink(Protocol):
@@ -340,7 +338,7 @@ class Connection:
     def _write(self, frame: dict[str, Any]) -> None:
         if self._closed:
             return
-        self._sink.write(_ENCODER.encode(frame).encode("utf-8") + b"\n")
+        self._sink.write(jsonline.encode(frame))
 
     def _send_result(self, req_id: Any, result: Any) -> bool:
         try:
@@ -358,8 +356,10 @@ class Connection:
         """Send a notification; silently dropped once the connection is closed."""
         self._write({"jsonrpc": "2.0", "method": method, "params": params})
 
-    async def request(self, method: str, params: Params) -> Any:
-        """Send a request to the peer and wait for its result (RemoteError on an error)."""
+    async def request(self, method: str, params: Params, *, withdraw: bool = False) -> Any:
+        """Send a request to the peer and wait for its result (RemoteError on an error). With
+        `withdraw`, a cancel of the caller while it waits tells the peer with
+        `$/cancel_request` (a question on screen is taken down)."""
         if self._closed or self._input_closed:
             raise ConnectionClosed(
                 f"cannot send {method}: the client closed the connection, so it cannot answer"
@@ -371,6 +371,10 @@ class Connection:
         try:
             self._write({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params})
             return await fut
+        except asyncio.CancelledError:
+            if withdraw and (fut.cancelled() or not fut.done()):  # not answered meanwhile
+                self.notify(CANCEL_REQUEST, {"requestId": req_id})
+            raise
         finally:
             self._pending.pop(req_id, None)
 

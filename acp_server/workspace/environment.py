@@ -115,13 +115,17 @@ def block(repo: Path | None, state: GitState | None) -> str:
     folders: they are not repeated here)."""
     lines = [
         "# Environment",
-        f"- Today's date: {time.strftime('%Y-%m-%d (%A)')}",
+        f"- Today's date: {today()}",
         f"- Operating system: {_os()}",
         f"- Shell: commands run with {SHELL} -c (the user's login shell is "
         f"{os.environ.get('SHELL') or 'not set'})",
     ]
     lines.append(describe_git(repo, state))
     return "\n".join(lines)
+
+
+def today() -> str:
+    return time.strftime("%Y-%m-%d (%A)")
 
 
 def _os() -> str:

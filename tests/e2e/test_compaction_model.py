@@ -17,7 +17,7 @@ import pytest
 from tests.support.context_session import start_reader, summary_requests, write_files
 from tests.support.mock_llm import MockLLM, Response, running_mock_llm
 from tests.support.mock_llm.responders import file_reader
-from tests.support.mock_llm.view import tool_names
+from tests.support.mock_llm.view import is_summary
 
 Start = Callable[..., Any]
 SUMMARY = "The user asked to read files one by one; each begins with a unique word."
@@ -35,7 +35,7 @@ def summaries(answer: str) -> Callable[[dict[str, Any]], Response]:
     reader = file_reader()
 
     def respond(body: dict[str, Any]) -> Response:
-        return reader(body) if tool_names(body) else {"text": answer}
+        return {"text": answer} if is_summary(body) else reader(body)
 
     return respond
 
@@ -67,7 +67,7 @@ async def test_summaries_go_to_the_compaction_model(
     asked = summary_requests(cheap)
     assert asked and all(r.json["model"] == "summarizer" for r in asked)
     assert summary_requests(mock_llm) == []  # the session's model only answered the turns
-    assert all(tool_names(r.json) for r in mock_llm.chat_requests)
+    assert not any(is_summary(r.json) for r in mock_llm.chat_requests)
 
 
 async def test_a_compaction_model_that_cannot_be_used_leaves_summaries_to_the_session_model(

@@ -24,7 +24,7 @@ from tests.support.context_session import (
 )
 from tests.support.mock_llm import MockLLM, Response
 from tests.support.mock_llm.responders import file_reader
-from tests.support.mock_llm.view import conversation, tool_names
+from tests.support.mock_llm.view import conversation, is_summary
 
 Start = Callable[..., Any]
 SUMMARY_HEADING = "[Earlier conversation, compacted"
@@ -35,7 +35,7 @@ def summaries_answer(answer: Response) -> Callable[[dict[str, Any]], Response]:
     reader = file_reader()
 
     def respond(body: dict[str, Any]) -> Response:
-        return reader(body) if tool_names(body) else dict(answer)
+        return dict(answer) if is_summary(body) else reader(body)
 
     return respond
 
@@ -102,7 +102,7 @@ async def test_a_cancel_during_the_summary_leaves_a_working_session(
     reader_turns = file_reader()
 
     def respond(body: dict[str, Any]) -> Response:
-        if tool_names(body):
+        if not is_summary(body):
             return reader_turns(body)
         asked.set()
         return {"fault": "slow_first_byte", "seconds": 10, "text": "late"}

@@ -2,10 +2,13 @@
 model server's recorded requests: the user's AGENTS.md, the project root's and a nested one,
 each at the right time and in the documented order (user, root, nested), still there after a
 compaction; the user is told which files were read (once each); the first request names the
-date, the OS and the git branch and status of a repository the test makes."""
+date, the OS and the git branch and status of a repository the test makes. The system prompt
+stays byte for byte the same for the session: a nested file found, a changed file and a new
+git state are told in notes appended to the conversation."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -62,6 +65,11 @@ def system_of(request: Any) -> str:
     return first.text
 
 
+def notes_of(request: Any) -> list[str]:
+    """The agent's notes in the request's conversation, in order."""
+    return [t.text for t in conversation(request.json) if t.text.startswith("<agent-note>")]
+
+
 def order(system: str, *marks: str) -> list[int]:
     return [system.find(mark) for mark in marks]
 
@@ -88,9 +96,11 @@ async def test_instructions_arrive_in_order_when_due_and_survive_a_compaction(
     second = await reader.ask("sub/file0.txt")
     assert "word0" in second.text
     before, after = turn_requests(mock_llm)[len(requests) :]
-    assert NESTED not in system_of(before)  # not worked in sub/ yet
-    user, root, nested = order(system_of(after), USER, ROOT, NESTED)
-    assert 0 < user < root < nested, system_of(after)
+    assert NESTED not in str(before.json)  # not worked in sub/ yet
+    assert system_of(after) == system  # the prefix is not rewritten ...
+    said = conversation(after.json)
+    assert said[-2].role == "tool" and NESTED in said[-1].text  # ... a note follows the result
+    assert notes_of(after) == [said[-1].text] and "sub/AGENTS.md" in said[-1].text
     assert told(second.seen) == ["Project instructions also read: sub/AGENTS.md."]
 
     for _ in range(3):  # older exchanges for the compaction to take
@@ -100,8 +110,10 @@ async def test_instructions_arrive_in_order_when_due_and_survive_a_compaction(
     third = await reader.ask("file1.txt")
     last = turn_requests(mock_llm)[-2]
     assert conversation(last.json)[1].text.startswith("[Earlier conversation, compacted")
-    user, root, nested = order(system_of(last), USER, ROOT, NESTED)
-    assert 0 < user < root < nested
+    user, root = order(system_of(last), USER, ROOT)
+    assert 0 < user < root
+    notes = notes_of(last)  # the nested file, its note compacted away, is told again
+    assert len(notes) == 1 and NESTED in notes[0] and ROOT not in notes[0], notes
     assert told(third.seen) == []  # once per session
 
 
@@ -134,9 +146,13 @@ async def test_the_environment_and_the_instructions_are_refreshed_when_they_chan
     (tmp_path / "repo" / "AGENTS.md").write_text("ROOT-RULE-4: use yarn now.\n", "utf-8")
     git(tmp_path / "repo", "checkout", "-q", "-b", "feature")
     await reader.ask("file1.txt")
-    system = system_of(turn_requests(mock_llm)[-1])
-    assert "branch feature" in system and " M file1.txt" in system, system
-    assert "ROOT-RULE-4: use yarn now." in system and ROOT not in system
+    first, last = turn_requests(mock_llm)[0], turn_requests(mock_llm)[-2]
+    assert system_of(last) == system_of(first)  # byte for byte: the cache still serves it
+    notes = notes_of(last)
+    assert len(notes) == 1, notes  # one note, after the new prompt
+    assert conversation(last.json)[-1].text == notes[0]
+    assert "branch feature" in notes[0] and " M file1.txt" in notes[0], notes[0]
+    assert "ROOT-RULE-4: use yarn now." in notes[0] and ROOT not in notes[0]
 
 
 async def test_an_editor_that_shows_notices_is_told_with_one(
@@ -166,3 +182,49 @@ async def test_a_long_file_in_a_small_window_is_clipped_and_the_turn_works(
     system = system_of(turn_requests(mock_llm)[0])
     assert ROOT in system and "This file has 38,019 characters; only the first" in system
     assert told(turn.seen)[0].endswith("(clipped: too long to give in full).")
+
+
+@pytest.mark.parametrize("case", ["outside", "secret-inside", "proc-environ"])
+async def test_an_instructions_file_that_links_away_is_skipped_with_a_note(
+    server_factory: Start, mock_llm: MockLLM, tmp_path: Path, case: str
+) -> None:
+    """Links to a key outside the project, to a key inside it (the session works in the home
+    folder), and to the agent's own environment: none of it reaches the model."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("SECRET-KEY-INSIDE\n", "utf-8")
+    (tmp_path / "outside.md").write_text("SECRET-KEY-OUTSIDE\n", "utf-8")
+    project = {
+        "outside": tmp_path / "repo",
+        "secret-inside": home,
+        "proc-environ": tmp_path / "repo",
+    }[case]
+    project.mkdir(exist_ok=True)
+    target = {
+        "outside": tmp_path / "outside.md",
+        "secret-inside": home / ".ssh" / "id_ed25519",
+        "proc-environ": Path("/proc/self/environ"),
+    }[case]
+    (project / "AGENTS.md").symlink_to(target)
+    (project / "CLAUDE.md").write_text(f"{ROOT}: the fallback is read.\n", "utf-8")
+    env = {
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "ACP_SERVER_CONFIG": "",
+        "HOME": str(home),
+        "SECRET_MARKER": "SECRET-KEY-ENVIRON",
+    }
+    reader = await start_reader(server_factory, mock_llm, project, env=env)
+    turn = await reader.prompt("hello")
+    assert turn.stop == "end_turn"
+
+    bodies = json.dumps([r.json for r in mock_llm.chat_requests])
+    assert "SECRET-KEY" not in bodies
+    system = system_of(turn_requests(mock_llm)[0])
+    leads = "/proc/" if case == "proc-environ" else os.path.realpath(target)
+    why = (
+        "where keys and credentials are kept" if case == "secret-inside" else "outside the project"
+    )
+    assert f"[AGENTS.md was not read: it leads to {leads}" in system and why in system
+    assert ROOT in system  # the next name in the folder is read instead
+    said = " ".join(u["content"]["text"] for u in turn.seen if "content" in u)
+    assert "AGENTS.md was not read" in said

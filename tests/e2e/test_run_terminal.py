@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.test_run_cli import clean_env, run, write_script
+from tests.support.child import default_sigint
 from tests.support.raw import console_script
 
 ANSI = "\x1b["
@@ -44,6 +45,7 @@ def on_terminal(
         stderr=follower,
         cwd=tmp_path,
         env=clean_env(tmp_path, **env),
+        preexec_fn=default_sigint,  # Ctrl-C (None) interrupts even under `nohup pytest &`
     )
     os.close(follower)
     with proc:
@@ -53,8 +55,7 @@ def on_terminal(
             os.close(leader)
             if proc.poll() is None:
                 proc.kill()
-        assert proc.stdout is not None
-        out = proc.stdout.read().decode()
+        out = proc.communicate(timeout=30)[0].decode()
     assert answered == len(answers), shown
     return proc.returncode, out, shown
 

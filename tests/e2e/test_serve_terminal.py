@@ -17,7 +17,7 @@ from tests.support.raw import console_script
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
 
 
-def read_line(fd: int, timeout: float = 5) -> bytes:
+def read_line(fd: int, timeout: float = 30) -> bytes:  # a busy machine starts a server slowly
     data = b""
     while not data.endswith(b"\n"):
         ready, _, _ = select.select([fd], [], [], timeout)

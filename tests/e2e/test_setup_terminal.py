@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.test_auth_e2e import TERMINAL, initialize, new_session
+from tests.support.child import default_sigint, read_until
 from tests.support.mock_llm import MockLLM
 from tests.support.raw import console_script
 
@@ -98,9 +99,8 @@ def on_terminal(tmp_path: Path, env: dict[str, str], answers: dict[str, str]) ->
             os.close(leader)
             if proc.poll() is None:
                 proc.kill()
-        proc.wait(timeout=30)
-        assert proc.stdout is not None
-        assert proc.stdout.read() == b"", "setup wrote to stdout"
+        out, _ = proc.communicate(timeout=30)
+        assert out == b"", "setup wrote to stdout"
     return proc.returncode, shown
 
 
@@ -208,22 +208,25 @@ async def test_setup_chooses_a_model_server_found_on_this_machine(
 
 
 def test_ctrl_c_ends_setup_with_a_sentence_and_no_traceback(tmp_path: Path) -> None:
+    # default_sigint: a test run started with `nohup … &` has SIGINT ignored, and so had setup,
+    # which then never ended: the test read its stderr for ever.
     with subprocess.Popen(
         [console_script(), "setup"],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=empty_home_env(tmp_path),
-        text=True,
+        preexec_fn=default_sigint,
     ) as proc:
         assert proc.stderr is not None
-        shown = ""
-        while "Choose" not in shown:
-            shown += proc.stderr.read(1) or "(end)"
-            assert not shown.endswith("(end)"), shown
-        proc.send_signal(signal.SIGINT)
-        rest = proc.stderr.read()
-        proc.wait(timeout=30)
+        try:
+            read_until(proc.stderr.fileno(), lambda shown: b"Choose" in shown)
+            proc.send_signal(signal.SIGINT)
+            rest = read_until(proc.stderr.fileno()).decode(errors="replace")
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 130, rest
     assert "interrupted" in rest and "Traceback" not in rest
     assert not config_of(tmp_path).exists()

@@ -9,6 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support.raw import console_script
 from tests.support.tool_model import require_tool_model
 
@@ -34,6 +36,7 @@ def run(gguf: Path, cwd: Path, prompt: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.timeout(2 * TURN_TIMEOUT)
 def test_the_model_edits_a_line_with_its_tools(tmp_path: Path) -> None:
     gguf = require_tool_model()
     work = tmp_path / "work"
@@ -44,6 +47,7 @@ def test_the_model_edits_a_line_with_its_tools(tmp_path: Path) -> None:
     assert (work / "greet.py").read_text("utf-8") == 'print("hello")\n', done.stderr
 
 
+@pytest.mark.timeout(2 * TURN_TIMEOUT)
 def test_the_model_runs_a_command(tmp_path: Path) -> None:
     gguf = require_tool_model()
     work = tmp_path / "work"

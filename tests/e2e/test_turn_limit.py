@@ -28,7 +28,9 @@ async def test_the_last_round_says_where_the_model_stopped(
     assert turn.stop == "max_turn_requests"
     assert len(mock_llm.chat_requests) == 3
     final = mock_llm.chat_requests[-1].json
-    assert "used all 2 model requests" in conversation(final)[0].text  # its system prompt
+    said = conversation(final)
+    assert "used all 2 model requests" in said[-1].text  # a note after the last tool result
+    assert said[0].text == conversation(mock_llm.chat_requests[0].json)[0].text  # the system
     assert "tools" in final  # still offered: strict endpoints want them beside tool calls
     assert turn.text.index(last) < turn.text.index("The turn stopped after 2 model requests")
     history = await stored(reader, private_data_dir)

@@ -18,7 +18,7 @@ from typing import Any
 
 from tests.support.mock_llm import MockLLM, Recorded
 from tests.support.mock_llm.responders import file_reader
-from tests.support.mock_llm.view import conversation, tool_names
+from tests.support.mock_llm.view import conversation, is_summary
 from tests.support.raw import Frame, RawServer
 
 Start = Callable[..., Any]
@@ -130,11 +130,11 @@ async def start_reader(
 
 def summary_requests(mock: MockLLM) -> list[Recorded]:
     """The chat requests that offered no tools: compaction summaries."""
-    return [r for r in mock.chat_requests if not tool_names(r.json)]
+    return [r for r in mock.chat_requests if is_summary(r.json)]
 
 
 def turn_requests(mock: MockLLM) -> list[Recorded]:
-    return [r for r in mock.chat_requests if tool_names(r.json)]
+    return [r for r in mock.chat_requests if not is_summary(r.json)]
 
 
 def overflowed_only_unknowing(mock: MockLLM) -> bool:

@@ -22,12 +22,26 @@ from acp_server.errors import RemoteError
 from tests.support.raw import RawServer
 
 Chooser = Callable[[dict[str, Any]], str | None]  # permission params -> optionId (None: cancel)
+# elicitation/create params -> the answer ({"action": ..., "content"?: ...}); may wait
+Answerer = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class FakeEditor:
-    def __init__(self, *, fs: bool = True, terminal: bool = True, choose: Chooser | None = None):
+    def __init__(
+        self,
+        *,
+        fs: bool = True,
+        terminal: bool = True,
+        choose: Chooser | None = None,
+        answer: Answerer | None = None,
+        url: bool = False,
+    ):
         self.fs = fs
         self.terminal = terminal
+        self.answer = answer  # with it, the editor advertises `elicitation.form`
+        self.url = url  # advertise `elicitation.url` too
+        self.elicitations: list[dict[str, Any]] = []
+        self.completed: list[str] = []  # elicitation/complete notifications seen
         self.choose: Chooser = choose or (lambda params: "allow_once")
         self.permission_requests: list[dict[str, Any]] = []
         self.reads: list[str] = []
@@ -39,10 +53,13 @@ class FakeEditor:
         self._count = 0
 
     def capabilities(self) -> dict[str, Any]:
-        return {
+        caps: dict[str, Any] = {
             "fs": {"readTextFile": self.fs, "writeTextFile": self.fs},
             "terminal": self.terminal,
         }
+        if self.answer is not None:
+            caps["elicitation"] = {"form": {}, **({"url": {}} if self.url else {})}
+        return caps
 
     def attach(self, server: RawServer | InProcessPeer) -> None:
         server.handlers.update(
@@ -55,8 +72,15 @@ class FakeEditor:
                 "terminal/wait_for_exit": self.wait_for_exit,
                 "terminal/kill": self.kill,
                 "terminal/release": self.release,
+                "elicitation/create": self.elicit,
             }
         )
+
+    async def elicit(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.elicitations.append(params)
+        if self.answer is None:
+            raise RemoteError(-32602, "this editor advertised no elicitation")
+        return await self.answer(params)
 
     async def request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
         self.permission_requests.append(params)
@@ -175,6 +199,23 @@ class InProcessClient:
     def can_terminal(self) -> bool:
         return self.editor.terminal
 
+    @property
+    def can_elicit_form(self) -> bool:
+        return self.editor.answer is not None
+
+    @property
+    def can_elicit_url(self) -> bool:
+        return self.editor.answer is not None and self.editor.url
+
+    async def elicit(self, request: dict[str, Any], tool_call_id: str | None) -> dict[str, Any]:
+        params = {"sessionId": "in-process", **request}
+        if tool_call_id is not None:
+            params["toolCallId"] = tool_call_id
+        return await self.editor.elicit(params)
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        self.editor.completed.append(elicitation_id)
+
     async def request_permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> dict[str, Any]:
@@ -228,7 +269,7 @@ class InProcessPeer:
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self.notifications.append((method, params))
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
+    async def request(self, method: str, params: dict[str, Any], *, withdraw: bool = False) -> Any:
         handler = self.handlers.get(method)
         if handler is None:
             raise RemoteError(-32601, f"Method not found: {method}")

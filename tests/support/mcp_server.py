@@ -9,11 +9,14 @@ wants an `Authorization` bearer, say). BEHAVIOUR chooses how it misbehaves:
 - `exit`: exits at once (before answering `initialize`);
 - `hang`: never answers (sleeps at start, before serving);
 - `crash2`: its `echo` tool works once, and the second call kills the process;
+- `elicit`: serves its tools and two that ask the user (below);
 - `noisy`: writes a line that is not JSON-RPC to its stdout, and to stderr at start and at each
   call (none of it may reach the agent's stdout).
 
 Tools: `echo` (read-only), `add` (structured result), `fail` (an error result), `image`
-(an image result), `remove` (destructive), `slow` (sleeps, for cancels).
+(an image result), `remove` (destructive), `slow` (sleeps, for cancels); with the behaviour
+`elicit` also `pick_colour` (asks the user with a form: MCP elicitation) and `sign_in` (sends
+the user to a page: URL elicitation, then says it is complete).
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
 
 PIXEL = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -73,7 +77,36 @@ def build(behaviour: str) -> MCPServer:
         time.sleep(seconds)
         return "slept"
 
+    if behaviour == "elicit":
+        asking(server)
     return server
+
+
+SIGN_IN = "https://login.example.test/start"
+
+
+def asking(server: MCPServer) -> None:
+    """The tools that ask the user (behaviour `elicit`)."""
+
+    @server.tool(
+        description="Ask the user for a colour.", annotations=ToolAnnotations(read_only_hint=True)
+    )
+    async def pick_colour(ctx: Context) -> str:
+        answer = await ctx.elicit("Which colour should the theme use?", Colour)
+        if answer.action == "accept":
+            return f"colour: {answer.data.colour}"
+        return f"no colour: the user chose {answer.action}"
+
+    @server.tool(description="Sign the user in.", annotations=ToolAnnotations(read_only_hint=True))
+    async def sign_in(ctx: Context) -> str:
+        answer = await ctx.elicit_url("Sign in to go on.", SIGN_IN, "login-1")
+        if answer.action == "accept":
+            await ctx.request_context.session.send_elicit_complete("login-1")
+        return f"sign-in: {answer.action}"
+
+
+class Colour(BaseModel):
+    colour: str = Field(description="A colour name")
 
 
 def main(argv: list[str]) -> None:

@@ -147,8 +147,11 @@ class RawServer:
     async def next_frame(self, timeout: float = 10) -> Frame:
         return await asyncio.wait_for(self.frames.get(), timeout)
 
-    async def until(self, match: Callable[[Frame], bool], timeout: float = 10) -> list[Frame]:
-        """Frames up to and including the first one that matches."""
+    async def until(
+        self, match: Callable[[Frame], bool], timeout: float | None = 10
+    ) -> list[Frame]:
+        """Frames up to and including the first one that matches (`timeout` None: no limit of
+        its own, for a caller that bounds the wait otherwise, see tests/support/progress.py)."""
         got: list[Frame] = []
         async with asyncio.timeout(timeout):
             while True:
@@ -157,7 +160,7 @@ class RawServer:
                 if match(frame):
                     return got
 
-    async def response(self, req_id: Any, timeout: float = 10) -> tuple[Frame, list[Frame]]:
+    async def response(self, req_id: Any, timeout: float | None = 10) -> tuple[Frame, list[Frame]]:
         """The answer to `req_id` and the frames that came before it."""
         frames = await self.until(lambda f: "method" not in f and f.get("id") == req_id, timeout)
         return frames[-1], frames[:-1]
@@ -182,9 +185,10 @@ class RawServer:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
 
-    async def stderr_text(self) -> str:
+    async def stderr_text(self, timeout: float = 30) -> str:
+        """All of stderr, once the process has closed it (within `timeout` seconds)."""
         assert self.proc.stderr is not None
-        return (await self.proc.stderr.read()).decode("utf-8", "replace")
+        return (await asyncio.wait_for(self.proc.stderr.read(), timeout)).decode("utf-8", "replace")
 
     def terminate(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

@@ -50,6 +50,30 @@ def _anthropic_top(body: Mapping[str, Any]) -> list[str]:
         problems.append("system: must be a string or a list of text blocks")
     if "tools" in body:
         check_tools(body["tools"], problems, "top")
+    return problems + _cache_marks(body)
+
+
+def _cache_marks(body: Mapping[str, Any]) -> list[str]:
+    """The API's rules for `cache_control`: at most 4 blocks carry one, each
+    `{"type": "ephemeral"}` with a `ttl` of "5m" or "1h" at most."""
+    system = body.get("system")
+    blocks = [*(body.get("tools") or []), *(system if isinstance(system, list) else [])]
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks += content if isinstance(content, list) else []
+    marks = [b["cache_control"] for b in blocks if isinstance(b, dict) and "cache_control" in b]
+    problems = [
+        f"cache_control: {mark!r} is not {{'type': 'ephemeral'}} with a ttl of 5m or 1h"
+        for mark in marks
+        if not isinstance(mark, dict)
+        or mark.get("type") != "ephemeral"
+        or mark.get("ttl", "5m") not in ("5m", "1h")
+        or set(mark) - {"type", "ttl"}
+    ]
+    if len(marks) > 4:
+        problems.append(
+            f"A maximum of 4 blocks with cache_control may be provided. Found {len(marks)}."
+        )
     return problems
 
 

@@ -26,13 +26,6 @@ class Case:
     maybe: list[Any] = field(default_factory=list)
 
 
-def scrubbed(value: Any) -> Any:
-    """An id as the server reads it: lone surrogates become U+FFFD."""
-    if isinstance(value, str):
-        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
-    return value
-
-
 def frame(req_id: Any, method: str, params: Any) -> dict[str, Any]:
     """A request (or, with `req_id` None, a notification) with the id first, as clients write."""
     out: dict[str, Any] = {"jsonrpc": "2.0"}

@@ -20,7 +20,7 @@ from acp_server.agent.history import History
 from acp_server.agent.loop import StopReason, Turn, run_turn
 from acp_server.agent.turn_text import CANCELLED_RESULT, LIMIT_RESULT
 from acp_server.backends.scripted import ScriptedBackend
-from acp_server.messages import history_problems, text_message
+from acp_server.messages import history_problems, is_note, text_message
 from acp_server.permissions import Mode, Permissions, RuleStore
 from acp_server.tools.base import Presentation, Tool, ToolContext, ToolOutcome
 from acp_server.tools.defaults import default_tools
@@ -171,8 +171,10 @@ async def test_max_turn_requests_ends_with_a_round_that_says_where_it_stopped(
     r = rig(rounds, max_requests=2)
     assert await r.run() == "max_turn_requests"
     assert len(r.backend.requests) == 3
-    assert "used all 2 model requests" in r.backend.requests[-1].system
-    assert "used all" not in r.backend.requests[0].system
+    last = r.backend.requests[-1]
+    assert is_note(last.messages[-1]) and "used all 2 model requests" in last.messages[-1].text
+    assert last.system == r.backend.requests[0].system  # told in a note, not in the prefix
+    assert not any("used all" in m.text for m in r.backend.requests[1].messages)
     assert r.announced() == ["c0", "c1"]
     said = "".join(r.texts())
     assert said.index("I made the plan twice") < said.index("The turn stopped after 2 model")

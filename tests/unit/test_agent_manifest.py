@@ -28,6 +28,7 @@ from typing import Any
 import jsonschema
 
 from acp_server.cli import build_parser
+from tests.support.child import read_until
 from tests.support.raw import console_script
 
 ROOT = Path(__file__).parents[2]
@@ -164,7 +165,8 @@ def test_the_first_line_on_stdout_is_the_initialize_answer(tmp_path: Path) -> No
         assert agent.stdin is not None and agent.stdout is not None
         agent.stdin.write(json.dumps(request) + "\n")
         agent.stdin.flush()
-        first = agent.stdout.readline()
+        # Read with a deadline: a server that never answered held this test for ever.
+        first = read_until(agent.stdout.fileno(), lambda got: b"\n" in got, 60).split(b"\n")[0]
         agent.stdin.close()
         agent.wait(timeout=30)
     answer = json.loads(first)  # anything else on stdout first fails here

@@ -39,6 +39,7 @@ READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}}
 ASK = ModelRequest(messages=(text_message("user", "hi"),), system="Be brief.")
 ASK_TOOLS = ModelRequest(messages=(text_message("user", "read a.py"),), tools=(READ,))
 MODEL = "claude-sonnet-4-5"
+EPHEMERAL = {"type": "ephemeral"}  # a cache breakpoint (_anthropic_wire.mark_cache)
 
 
 @pytest.fixture
@@ -157,13 +158,13 @@ async def test_the_request_body(llm: MockLLM, make: Any) -> None:
     assert chat.json == {
         "model": MODEL,
         "max_tokens": 99,
-        "system": "Be brief.",
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": EPHEMERAL}],
         "messages": [
             {"role": "user", "content": [
                 {"type": "text", "text": "first"},
                 {"type": "text", "text": "what is this?"},
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                             "data": "aGk="}},
+                                             "data": "aGk="}, "cache_control": EPHEMERAL},
             ]},
             {"role": "assistant", "content": [
                 {"type": "text", "text": "Let me look."},
@@ -176,11 +177,11 @@ async def test_the_request_body(llm: MockLLM, make: Any) -> None:
                 {"type": "tool_result", "tool_use_id": "toolu_1", "content": "print(1)"},
                 {"type": "tool_result", "tool_use_id": "toolu_2"},
                 {"type": "text", "text": "and now?"},
-                {"type": "text", "text": "hello?"},
+                {"type": "text", "text": "hello?", "cache_control": EPHEMERAL},
             ]},
         ],
         "tools": [{"name": "read_file", "description": "Read a file",
-                   "input_schema": READ.parameters}],
+                   "input_schema": READ.parameters, "cache_control": EPHEMERAL}],
         "stream": True,
     }  # fmt: skip
     assert "unsigned reasoning" not in chat.body.decode()
@@ -212,13 +213,15 @@ async def test_image_tool_results_and_system_messages(llm: MockLLM, make: Any) -
     )
     await collect(make(llm.url), ModelRequest(messages=history, system="New rules."))
     body = llm.chat_requests[0].json
-    assert body["system"] == "New rules.\n\nOld rules."
+    assert body["system"] == [
+        {"type": "text", "text": "New rules.\n\nOld rules.", "cache_control": EPHEMERAL}
+    ]
     assert body["messages"][-1]["content"] == [
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
             {"type": "text", "text": "here"},
             {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                          "data": "aGk="}},
-        ]},
+        ], "cache_control": EPHEMERAL},
     ]  # fmt: skip
 
 
@@ -372,7 +375,7 @@ async def test_text_thinking_and_usage_with_cache_tokens(llm: MockLLM, make: Any
         ThoughtDelta(" greeting."),
         TextDelta("Hello"),
         TextDelta(" there"),
-        Usage(prompt_tokens=1000, completion_tokens=50, cached_tokens=800),
+        Usage(prompt_tokens=1000, completion_tokens=50, cached_tokens=800, cache_write_tokens=100),
         Finish("stop"),
     ]
 

@@ -120,7 +120,10 @@ async def test_a_configured_text_only_anthropic_model_gets_a_note(mock_llm: Mock
     await backend.aclose()
     [chat] = mock_llm.chat_requests
     blocks = chat.json["messages"][0]["content"]
-    assert blocks == [{"type": "text", "text": "what is this?"}, {"type": "text", "text": NOTE}]
+    assert blocks == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "text", "text": NOTE, "cache_control": {"type": "ephemeral"}},
+    ]
 
 
 def test_openai_tool_result_images_follow_the_results_in_a_user_message() -> None:

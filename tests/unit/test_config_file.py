@@ -130,6 +130,12 @@ def test_the_fetch_table_is_read(tmp_path: Path) -> None:
         load_config(path, {})
 
 
+def test_command_env_names_the_variables_commands_may_see(tmp_path: Path) -> None:
+    path = write(tmp_path, 'command_env = ["NPM_CONFIG_REGISTRY", "CARGO_*"]\n')
+    assert load_config(path, {}).command_env == ("NPM_CONFIG_REGISTRY", "CARGO_*")
+    assert "command_env" in only_problem(tmp_path, 'command_env = ["NOT A NAME"]\n')
+
+
 # ----- five broken files, one problem each, naming the key and the line ------------------------
 
 

@@ -71,7 +71,23 @@ def test_remove_takes_out_only_the_keys(tmp_path: Path) -> None:
     assert remove_keys(path, ["OTHER_KEY"]) == ["OTHER_KEY"]
     assert remove_keys(path) == ["GW_KEY"]
     assert remove_keys(path) == []
-    assert path.read_text("utf-8").startswith(EXISTING)
+    assert path.read_text("utf-8") == EXISTING  # no empty [keys] table left behind
+
+
+def test_the_last_key_removed_takes_its_table_unless_something_else_is_in_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.toml"
+    tables = EXISTING.split("\n\n", 1)  # the top-level lines, then [providers.gw]
+    path.write_text(f'{tables[0]}\n\n[keys]\nGW_KEY = "x"\n\n{tables[1]}', encoding="utf-8")
+    assert remove_keys(path) == ["GW_KEY"]
+    assert path.read_text("utf-8") == EXISTING
+    path.write_text(f'{EXISTING}\n[keys]\n# kept by hand\nGW_KEY = "x"\n', encoding="utf-8")
+    assert remove_keys(path) == ["GW_KEY"]
+    assert path.read_text("utf-8") == f"{EXISTING}\n[keys]\n# kept by hand\n"
+    only = tmp_path / "only.toml"
+    store_key(only, "GW_KEY", KEY)
+    assert remove_keys(only) == ["GW_KEY"] and only.read_text("utf-8") == ""
 
 
 def test_a_bad_variable_name_or_a_broken_file_is_refused_untouched(tmp_path: Path) -> None:
@@ -89,7 +105,8 @@ def test_the_shown_configuration_says_a_key_is_stored_without_showing_it(tmp_pat
     path.write_text(EXISTING, encoding="utf-8")
     store_key(path, "GW_KEY", KEY)
     shown = render_effective(load_config(path, {}), {})
-    assert 'api_key_env = "GW_KEY"  # stored by `acp-server login`' in shown
+    said = "stored in this file's [keys] (by `acp-server login` or `setup`)"
+    assert f'api_key_env = "GW_KEY"  # {said}' in shown
     assert KEY not in shown
 
 

@@ -469,3 +469,31 @@ async def test_a_large_newest_round_keeps_the_summary_and_is_clipped() -> None:
     assert result.history[-1].tool_call_id == "r99" and "cut here" in result.history[-1].text
     assert history_problems(result.history) == []
     assert budget.fit(SYSTEM, TOOLS, result.history).status == "fits"
+
+
+async def test_the_summary_is_asked_as_the_conversations_next_request() -> None:
+    budget = ContextBudget(Window(configured=32768))
+    hist = [*session(10), text_message("user", "the latest request")]
+    summaries = Summaries(["Goal: read the files."])
+    result = await run(budget, hist, summaries, manual=True)
+    assert result.stage == "summary" and result.summary == "Goal: read the files."
+    (request,) = summaries.requests
+    # The prefix a provider's cache holds from the request before: system, tools, history.
+    assert request.system == SYSTEM and request.tools == TOOLS
+    assert request.messages[:-1] == tuple(hist)
+    ask = request.messages[-1]
+    assert ask.role == "user" and "<summary-request>" in ask.text
+    kept = next(m for m in result.history if any(m is h for h in hist))  # the verbatim tail
+    assert f"begins «{kept.text[:40]}" in ask.text  # is named, not to be summarized
+    assert request.purpose == "summary"
+
+
+async def test_a_failed_summary_in_the_conversation_is_asked_again_as_a_transcript() -> None:
+    budget = ContextBudget(Window(configured=32768))
+    hist = [*session(10), text_message("user", "the latest request")]
+    summaries = Summaries([RuntimeError("HTTP 400: tools"), "Goal: read the files."])
+    result = await run(budget, hist, summaries, manual=True)
+    assert result.stage == "summary" and budget.summary_failures == 0
+    first, second = summaries.requests
+    assert first.tools == TOOLS and second.tools == ()  # the plain-text fallback
+    assert all(m.role == "user" for m in second.messages)

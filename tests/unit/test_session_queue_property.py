@@ -246,7 +246,9 @@ class Interleaving:
             if stop == "cancelled" or answer.get("error", {}).get("code") == -32800:
                 assert req in self.covered, f"prompt {req} cancelled with no cancel for it"
             else:
-                assert stop == "end_turn" and "_meta" not in answer["result"], answer
+                ours = answer["result"].get("_meta", {}).get("acpServer", {})
+                assert stop == "end_turn" and "turnFailed" not in ours, answer
+                assert "notSaved" not in ours, answer
 
 
 async def new_session(editor: Editor, cwd: Path) -> str:

@@ -79,7 +79,12 @@ async def test_the_childs_editor_asks_through_its_own_route() -> None:
         asked.append(tool_call)
         return {"outcome": "cancelled"}
 
-    editor = view.ChildEditor(NoEditor(), ask)
+    async def question(request: dict[str, Any], call_id: str | None) -> dict[str, Any]:
+        asked.append({"question": request["message"], "toolCallId": call_id})
+        return {"action": "decline"}
+
+    editor = view.ChildEditor(NoEditor(), ask, question)
     assert await editor.request_permission({"toolCallId": "c"}, []) == {"outcome": "cancelled"}
-    assert asked == [{"toolCallId": "c"}]
+    assert await editor.elicit({"message": "Which?"}, "d") == {"action": "decline"}
+    assert asked == [{"toolCallId": "c"}, {"question": "Which?", "toolCallId": "d"}]
     assert not editor.can_subagents and not editor.can_read

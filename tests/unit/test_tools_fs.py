@@ -33,6 +33,14 @@ class MemoryEditor:
     can_show_compaction = False
     can_plan = False
     can_subagents = False
+    can_elicit_form = False
+    can_elicit_url = False
+
+    async def elicit(self, request: dict[str, Any], tool_call_id: str | None) -> dict[str, Any]:
+        return {"action": "decline"}
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        return None
 
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files

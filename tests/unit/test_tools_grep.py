@@ -4,6 +4,10 @@ files_only, multiline, patterns only Python's re takes)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -137,3 +141,25 @@ async def test_grep_takes_python_only_patterns(h: Harness) -> None:
 async def test_a_class_without_line_breaks_needs_no_multiline(h: Harness) -> None:
     out = await h.run(GREP, pattern=r"def [^\n(]+\(", path="src/app.py")
     assert out.text == "src/app.py:1: def main():"
+
+
+def test_a_fifo_in_the_project_is_passed_over_without_waiting(tmp_path: Path) -> None:
+    """A FIFO made by a command: reading it would wait for a writer forever (the Python
+    search runs where rg is missing). A timer ends such a wait, so a failure cannot hang."""
+    from acp_server.tools.grep_engine import searchable_text
+
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    writer = threading.Timer(5.0, _open_writer, (fifo,))
+    writer.start()
+    started = time.monotonic()
+    try:
+        assert searchable_text(fifo) is None
+        assert time.monotonic() - started < 3.0
+    finally:
+        writer.cancel()
+
+
+def _open_writer(fifo: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from acp_server.confine import files
 from acp_server.tools import image_file
-from acp_server.tools.base import ToolFailure
-from acp_server.tools.image_file import image_type, read_image
+from acp_server.tools.base import ToolFailure, ToolOutcome
+from acp_server.tools.image_file import image_type
+
+
+def read_image(path: Path, mime: str, shown: str) -> ToolOutcome:
+    """The image as read_file reads it: through one descriptor opened for the sniff and read."""
+    with files.open_regular(path) as file:
+        return image_file.read_image(file, mime, shown, path)
+
 
 PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -35,6 +47,24 @@ def test_recognized_by_content_not_name(tmp_path: Path, head: bytes, mime: str |
 
 def test_missing_file_is_not_an_image(tmp_path: Path) -> None:
     assert image_type(tmp_path / "nope.png") is None
+
+
+def test_a_fifo_is_not_an_image_and_is_not_waited_for(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer
+    writer = threading.Timer(5.0, _open_writer, (fifo,))  # ends such a wait: a failure, not a hang
+    writer.start()
+    started = time.monotonic()
+    try:
+        assert image_type(fifo) is None
+        assert time.monotonic() - started < 3.0
+    finally:
+        writer.cancel()
+
+
+def _open_writer(fifo: Path) -> None:
+    with contextlib.suppress(OSError):  # no reader waiting: nothing to end
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
 
 def test_an_image_is_content_for_the_editor_and_the_model(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -311,7 +312,11 @@ async def test_terminal_runs_via_sh_and_is_released(tmp_path: Path) -> None:
     assert not outcome.ok
     assert outcome.text == "Exit code 4\nhi"
     assert outcome.content == [{"type": "terminal", "terminalId": "term-1"}]
-    assert h.log[1] == ("create", ("/bin/sh", ["-c", "echo hi; exit 4"], str(tmp_path), 65536))
+    kind, (command, args, cwd, limit) = h.log[1]
+    assert (kind, cwd, limit) == ("create", str(tmp_path), 65536)
+    # Through keep_env.py, which leaves the editor's environment to the allowlist.
+    assert command == sys.executable and args[2].endswith("keep_env.py")
+    assert args[args.index("--") + 1 :] == ["/bin/sh", "-c", "echo hi; exit 4"]
     assert client.calls() == ["create", "wait", "output", "release"]
     assert client.released == client.created == ["term-1"]
     assert h.ctx.terminals == []
@@ -444,14 +449,16 @@ async def test_commands_do_not_get_the_agents_keys(
     assert "OPENAI_API_KEY" not in outcome.text and "ANTHROPIC_API_KEY" not in outcome.text
 
 
-async def test_editor_terminals_get_the_keys_blanked(
+async def test_editor_terminals_keep_only_the_allowlist_of_the_editors_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A terminal inherits the editor's environment, and terminal/create can only set
-    variables: the key variables are set to empty."""
+    variables: the command line starts with keep_env.py, which drops the agent's keys and every
+    other variable not on the allowlist, and keeps the ones we set."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)  # the fake editor's terminals inherit ours
+    monkeypatch.setenv("GITHUB_TOKEN", KEY + "gh")
+    monkeypatch.setenv("LANG", "C.UTF-8")
     client = TerminalClient()
     outcome = await Harness(tmp_path, client).run(command="env")
-    assert KEY not in outcome.text
-    blanked = {v["name"] for v in client.envs[0] if v["value"] == ""}
-    assert {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} <= blanked
+    assert KEY not in outcome.text and "GITHUB_TOKEN" not in outcome.text
+    assert "LANG=C.UTF-8" in outcome.text and "PAGER=cat" in outcome.text

@@ -209,6 +209,29 @@ async def test_non_serializable_result_becomes_internal_error() -> None:
     await task
 
 
+async def test_a_withdrawn_request_tells_the_peer_and_a_plain_one_does_not() -> None:
+    pipe = Pipe()
+    conn = make(pipe)
+    task = asyncio.create_task(conn.serve())
+    withdrawn = asyncio.create_task(conn.request("ask", {"q": 1}, withdraw=True))
+    plain = asyncio.create_task(conn.request("ask", {"q": 2}))
+    answered = asyncio.create_task(conn.request("ask", {"q": 3}, withdraw=True))
+    await settle()
+    ids = [f["id"] for f in pipe.out]
+    pipe.feed(json.dumps({"jsonrpc": "2.0", "id": ids[2], "result": {}}).encode() + b"\n")
+    await settle()
+    assert await answered == {}
+    for waiting in (withdrawn, plain):
+        waiting.cancel()
+    await asyncio.wait({withdrawn, plain})
+    notices = [f for f in pipe.out if "id" not in f]
+    assert notices == [
+        {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": ids[0]}}
+    ]
+    pipe.feed(b"")
+    await task
+
+
 async def test_cancel_request_right_behind_its_request_is_still_answered() -> None:
     pipe = Pipe()
     conn = make(pipe)
@@ -242,19 +265,40 @@ async def serve_lines(pipe: Pipe, conn: Connection, *lines: bytes) -> list[dict[
     return pipe.out[:-1]
 
 
-async def test_lone_surrogates_become_replacement_characters_everywhere() -> None:
-    """Regression: a request with id "\\ud800" was never answered (the answer failed to encode)."""
+async def test_lone_surrogates_become_replacement_characters_except_in_the_id() -> None:
+    """Regression: a request with id "\\ud800" was never answered (the answer failed to encode),
+    then it was answered under "\\ufffd", an id the client never sent."""
     pipe = Pipe()
     line = (
         rb'{"jsonrpc":"2.0","id":"\ud800","method":"echo",'
-        rb'"params":{"k\uDC00":["a\ud800b",{"x":"\udfff"}],"pair":"\ud83d\ude00"}}'
+        rb'"params":{"k\uDC00":["a\ud800b",{"x":"\udfff"}],"pair":"\ud83d\ude00","id":"\ud800"}}'
     )
     (frame,) = await serve_lines(pipe, make(pipe), line)
     assert frame == {
         "jsonrpc": "2.0",
-        "id": "\ufffd",
-        "result": {"k\ufffd": ["a\ufffdb", {"x": "\ufffd"}], "pair": "\U0001f600"},
+        "id": "\ud800",
+        "result": {
+            "k\ufffd": ["a\ufffdb", {"x": "\ufffd"}],
+            "pair": "\U0001f600",
+            "id": "\ufffd",  # only the message's own id is kept
+        },
     }
+    # Written back as the escape it came as: the line is UTF-8 (here ASCII), the id the same.
+    assert pipe.raw_out[0].startswith(rb'{"jsonrpc":"2.0","id":"\ud800",')
+
+
+async def test_a_request_with_a_lone_surrogate_id_can_be_cancelled_by_that_id() -> None:
+    pipe = Pipe()
+    conn = make(pipe)
+    task = asyncio.create_task(conn.serve())
+    pipe.feed(b'{"jsonrpc":"2.0","id":"s\\udc00","method":"slow"}\n')
+    pipe.feed(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"s\\udc00"}}\n')
+    async with asyncio.timeout(5):
+        while not pipe.out:
+            await asyncio.sleep(0)
+    assert [(f["id"], f["error"]["code"]) for f in pipe.out] == [("s\udc00", -32800)]
+    pipe.feed(b"")
+    await task
 
 
 @pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e999"])
@@ -324,7 +368,7 @@ async def test_cancel_request_with_an_unusable_request_id() -> None:
     ("start", "req_id"),
     [
         (b'{"jsonrpc":"2.0","id":"\\q","method":"echo","params":{"x":"', None),
-        (b'{"jsonrpc":"2.0","id":"\\ud800","method":"echo","params":{"x":"', "\ufffd"),
+        (b'{"jsonrpc":"2.0","id":"\\ud800","method":"echo","params":{"x":"', "\ud800"),
         (b'{"jsonrpc":"2.0","id":"ok","method":"echo","params":{"x":"\\q', "ok"),
         (b'{"jsonrpc":"2.0","id":99999999999999999999,"method":"echo","params":{"x":"', None),
         (b'{"jsonrpc":"2.0","id":12,"result":{"x":"', None),  # a response: never answered by id

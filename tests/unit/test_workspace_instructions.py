@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from acp_server.workspace import instructions
 from acp_server.workspace.instructions import Reader, chain, clip, collect, project_root, render
 
@@ -119,3 +121,57 @@ def test_a_cwd_the_system_cannot_look_at_has_no_git_root(tmp_path: Path) -> None
     too_long = tmp_path / ("é" * 300)
     assert not has_git(too_long)
     assert project_root(too_long) == too_long
+
+
+def test_a_link_is_followed_only_inside_the_roots_and_out_of_secret_places(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    root, outside = tmp_path / "project", tmp_path / "elsewhere"
+    key = write(tmp_path / "home" / ".ssh" / "id_ed25519", "KEY")
+    write(root / "docs" / "rules.md", "shared rule\n")
+    write(outside / "rules.md", "outside rule\n")
+    (root / "AGENTS.md").symlink_to(root / "docs" / "rules.md")  # inside: read
+    (root / "a").mkdir()
+    (root / "a" / "AGENTS.md").symlink_to(outside / "rules.md")
+    write(root / "a" / "CLAUDE.md", "fallback rule\n")
+    (root / "b").mkdir()
+    (root / "b" / "AGENTS.md").symlink_to(key)
+    sources = [("project", root), ("nested", root / "a"), ("nested", root / "b")]
+    found = collect(Reader((root, tmp_path / "home")), sources)
+    read = {f.path.relative_to(root).as_posix(): f.text for f in found if not f.skipped}
+    skipped = {f.path.relative_to(root).as_posix(): f.skipped for f in found if f.skipped}
+    assert read == {"AGENTS.md": "shared rule\n", "a/CLAUDE.md": "fallback rule\n"}
+    assert skipped == {
+        "a/AGENTS.md": f"it leads to {outside / 'rules.md'}, outside the project",
+        "b/AGENTS.md": f"it leads to {key}, where keys and credentials are kept",
+    }
+    text = render(found, root)
+    assert "[a/AGENTS.md was not read: it leads to" in text and "KEY" not in text
+
+
+def test_the_users_own_file_may_link_out_of_the_project_but_not_to_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    key = write(tmp_path / ".ssh" / "id_ed25519", "KEY")
+    write(tmp_path / "dotfiles" / "AGENTS.md", "my rule\n")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "AGENTS.md").symlink_to(tmp_path / "dotfiles" / "AGENTS.md")
+    (tmp_path / "cfg2").mkdir()
+    (tmp_path / "cfg2" / "AGENTS.md").symlink_to(key)
+    found = collect(
+        Reader((tmp_path / "project",)), [("user", tmp_path / "cfg"), ("user", tmp_path / "cfg2")]
+    )
+    assert [(f.text, f.skipped[:10]) for f in found] == [("my rule\n", ""), ("", "it leads t")]
+
+
+def test_a_fifo_named_agents_md_is_skipped_without_waiting(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "AGENTS.md")  # made by a sandboxed command; no writer ever comes
+    write(tmp_path / "CLAUDE.md", "claude\n")
+    found = collect(Reader((tmp_path,)), [("project", tmp_path)])
+    assert [(f.path.name, bool(f.skipped), f.text) for f in found] == [
+        ("AGENTS.md", True, ""),
+        ("CLAUDE.md", False, "claude\n"),
+    ]
+    assert "FIFO" in found[0].skipped

@@ -1,5 +1,6 @@
-"""A turn's system prompt set by `instruct`, and rebuilt when a tool call brings in a nested
-instructions file (the user told of it then)."""
+"""A turn's system prompt set by `instruct`, kept as it is when a tool call brings in a nested
+instructions file: the file is told in a note appended before the next request (the user told
+of it then)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from acp_server.updates import Update
 from acp_server.workspace.workspace import Workspace, instruct
 
 
-async def test_a_nested_file_joins_the_system_prompt_after_the_call(tmp_path: Path) -> None:
+async def test_a_nested_file_is_told_in_a_note_after_the_call(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / "AGENTS.md").write_text("ROOT", encoding="utf-8")
     (tmp_path / "sub").mkdir()
@@ -35,8 +36,12 @@ async def test_a_nested_file_joins_the_system_prompt_after_the_call(tmp_path: Pa
     assert turn.system.startswith("BASE\n\n# Project instructions")
     assert "ROOT" in turn.system and "SUB" not in turn.system
     assert turn.system.endswith("MCP NOTE")
+    assert turn.notes == []
+    system = turn.system
     await turn.tools.run(ToolCall("c1", "read_file", {"path": "sub/x.txt"}), seen.append)
-    assert turn.system.index("ROOT") < turn.system.index("SUB") < turn.system.index("MCP NOTE")
+    assert turn.system == system  # byte for byte: a provider's cache still serves it
+    assert len(turn.notes) == 1 and "SUB" in turn.notes[0] and "ROOT" not in turn.notes[0]
+    assert "sub/AGENTS.md" in turn.notes[0]
     assert said == [
         "Project instructions read: AGENTS.md.",
         "Project instructions also read: sub/AGENTS.md.",

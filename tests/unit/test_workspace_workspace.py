@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.messages import ToolCall
+from acp_server.messages import ToolCall, text_message
 from acp_server.workspace.workspace import Workspace, user_folder
 
 
@@ -144,3 +144,28 @@ def test_another_root_of_the_session_has_its_files_from_its_top(tmp_path: Path) 
     workspace = Workspace(tmp_path / "p", (tmp_path / "lib",), None)
     assert workspace.touched(call(path=str(tmp_path / "lib" / "core" / "a.c")))
     assert texts(workspace) == ["LIB", "CORE"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+async def test_the_system_prompt_stays_and_what_changed_is_told_once_in_a_note(
+    tmp_path: Path,
+) -> None:
+    workspace = made(tmp_path)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q", "-b", "one"], cwd=tmp_path / "p", check=True, env=env)
+    await workspace.prompt_part(None)
+    system = workspace.system_for("BASE", "\n\nEND")
+    assert "ROOT" in system and "branch one (no commits yet)" in system
+    assert workspace.news() == ""  # nothing changed since the system prompt was made
+    write(tmp_path / "p" / "new.txt", "x")
+    write(tmp_path / "p" / "AGENTS.md", "ROOT CHANGED")
+    await workspace.prompt_part(None)
+    assert workspace.system_for("BASE", "\n\nEND") == system  # the same bytes
+    news = workspace.news()
+    assert "?? new.txt" in news and "ROOT CHANGED" in news and "USER" not in news
+    assert workspace.news() == ""  # told once
+    workspace.recall([text_message("user", "the note was compacted away")])
+    assert "ROOT CHANGED" in workspace.news()  # told again: the model lost it
+    assert workspace.system_for("OTHER", "\n\nEND") != system  # a new base: made anew
+    assert "ROOT CHANGED" in workspace.system and workspace.news() == ""
+    workspace.close()

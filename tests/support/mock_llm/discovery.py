@@ -64,7 +64,7 @@ def props(info: dict[str, Any]) -> dict[str, Any]:
     settings |= {"is_processing": False, "params": {"n_predict": -1, "temperature": 0.8}}
     return {
         "default_generation_settings": settings,
-        "total_slots": 1,
+        "total_slots": info.get("total_slots", 1),
         "model_path": f"/models/{info['model']}.gguf",
         "chat_template": "",
         "chat_template_caps": {},

@@ -8,6 +8,9 @@
 - the newest message is a tool result: it answers with a word taken from it (the first word
   of the result), so a test can tell the answer came from what was read;
 - anything else: a short "Done.".
+
+The agent's own notes (what changed: git's status, an instruction file found) are context, not
+a request: it answers as if they were not there.
 """
 
 from __future__ import annotations
@@ -17,20 +20,21 @@ from typing import Any
 
 from tests.support.mock_llm.script import Response
 from tests.support.mock_llm.server import Responder
-from tests.support.mock_llm.view import conversation, tool_names
+from tests.support.mock_llm.view import conversation, is_summary
 
 SUMMARY_TEXT = "Summary: the user asks about files one at a time; each was read and answered."
 _FILE = re.compile(r"[\w./-]+\.\w+")
 _WORD = re.compile(r"\w+")
+NOTE = "<agent-note>"
 
 
 def file_reader(tool: str = "read_file", summary: str = SUMMARY_TEXT) -> Responder:
     """A responder for a long session that reads a file each turn and answers from it."""
 
     def respond(body: dict[str, Any]) -> Response:
-        if not tool_names(body):
+        if is_summary(body):
             return {"text": summary}
-        turns = conversation(body)
+        turns = [t for t in conversation(body) if not t.text.startswith(NOTE)]
         last = turns[-1] if turns else None
         if last is not None and last.role == "tool":
             return {"text": f"The file begins with {answer_word(last.text)}."}

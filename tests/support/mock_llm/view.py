@@ -201,3 +201,15 @@ def _without_images(value: Any, count: list[int]) -> Any:
 def _is_image(holder: dict[str, Any], text: str) -> bool:
     """An OpenAI data URL, or an Anthropic base64 source."""
     return text.startswith("data:image/") or holder.get("type") == "base64"
+
+
+SUMMARY_ASK = "<summary-request>"  # how the agent asks for a summary in a conversation's terms
+
+
+def is_summary(body: Any) -> bool:
+    """A compaction's summary request: the conversation with the ask as its last message
+    (`context.summary.prefix_request`), or the plain-text transcript offered no tools."""
+    if not tool_names(body):
+        return True
+    turns = conversation(body)
+    return bool(turns) and turns[-1].role == "user" and SUMMARY_ASK in turns[-1].text
