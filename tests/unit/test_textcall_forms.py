@@ -200,3 +200,14 @@ def test_a_recorded_answer_around_a_call_to_no_offered_tool_stays_text() -> None
         assert calls(events) == [] and visible(events) == text
         assert scanner.problems == [] and len(scanner.unread) == 1
         assert '"invoice"' in scanner.unread[0]
+
+
+@pytest.mark.parametrize("name", ["qwen15-after-list.txt", "qwen15-after-grep.txt"])
+def test_recorded_prose_after_a_result_passes_through(name: str) -> None:
+    # After the list, the 1.5B told the user how to call list_directory instead of answering:
+    # prose, which no guard can turn into a call; after the grep it answered well.
+    text = (FIXTURES / name).read_text("utf-8")
+    for deltas in pieces(text):
+        scanner, events = scan(deltas)
+        assert calls(events) == [] and visible(events) == text
+        assert scanner.problems == [] and scanner.unread == []
