@@ -43,7 +43,7 @@ def test_the_model_edits_a_line_with_its_tools(tmp_path: Path) -> None:
     work.mkdir()
     (work / "greet.py").write_text('print("hi")\n', encoding="utf-8")
     done = run(gguf, work, 'In greet.py, change "hi" to "hello" using the edit_file tool.')
-    assert "edit_file" in done.stderr or "write_file" in done.stderr, done.stderr
+    assert "[tool completed] Edit greet.py" in done.stderr, done.stderr  # edit_file's title
     assert (work / "greet.py").read_text("utf-8") == 'print("hello")\n', done.stderr
 
 
@@ -54,5 +54,5 @@ def test_the_model_runs_a_command(tmp_path: Path) -> None:
     work.mkdir()
     (work / "mark.py").write_text("open('marker.txt', 'w').write('ran')\n", encoding="utf-8")
     done = run(gguf, work, "Run the command `python3 mark.py` with the run_command tool.")
-    assert "run_command" in done.stderr, done.stderr
+    assert "[tool completed]" in done.stderr and "mark.py" in done.stderr, done.stderr
     assert (work / "marker.txt").read_text("utf-8") == "ran", done.stderr
