@@ -172,6 +172,7 @@ class Outcome:
     passed: bool
     seconds: float
     exit_code: int
+    tail: str = ""  # the end of what run printed, to see why a task failed
 
 
 def run_task(task: Task, model: str, timeout: float) -> Outcome:
@@ -192,11 +193,11 @@ def run_task(task: Task, model: str, timeout: float) -> Outcome:
         start = time.monotonic()
         try:
             done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
-            answer, code = done.stdout, done.returncode
+            answer, code, said = done.stdout, done.returncode, done.stderr + done.stdout
         except subprocess.TimeoutExpired:
-            answer, code = "", -1
+            answer, code, said = "", -1, "(timed out)"
         seconds = time.monotonic() - start
-        return Outcome(task.name, task.check(repo, answer), seconds, code)
+        return Outcome(task.name, task.check(repo, answer), seconds, code, said[-600:])
 
 
 def main() -> int:
@@ -217,6 +218,8 @@ def main() -> int:
         outcomes.append(outcome)
         mark = "pass" if outcome.passed else "FAIL"
         print(f"{mark}  {outcome.seconds:7.1f} s  exit {outcome.exit_code:3d}  {task.name}")
+        if not outcome.passed:
+            print("      " + outcome.tail.replace("\n", "\n      "))
     passed = sum(o.passed for o in outcomes)
     print(f"{passed} of {len(outcomes)} tasks passed on {model}")
     return 0
