@@ -7,7 +7,8 @@ Run: python benchmarks/tasks.py [--model local:/path/to/model.gguf] [--only NAME
 
 Without --model it uses the tool-model tier's Qwen2.5-Coder-1.5B (tests/support/tool_model.py:
 assembled from pinned packages, sha256 checked). Each task gets a fresh folder, temperature 0
-(the local default), 2 threads, a 4,096-token window, at most 8 model requests and
+(the local default), 2 threads, an 8,192-token window (in 4,096 the compact tool profile
+leaves grep, list_directory and write_file out), at most 8 model requests and
 `--timeout` seconds. It prints one line per task (passed or not, wall time) and the pass rate;
 the model requests, tokens and prompt-cache reuse per task are not reported yet. It is not in
 run_all.py: one pass takes many minutes on 2 cores.
@@ -183,7 +184,7 @@ def run_task(task: Task, model: str, timeout: float) -> Outcome:
             (repo / name).write_text(text, encoding="utf-8")
         env = {
             **os.environ,
-            "ACP_SERVER_LOCAL_CONTEXT": "4096",
+            "ACP_SERVER_LOCAL_CONTEXT": "8192",
             "ACP_SERVER_LOCAL_THREADS": "2",
             "ACP_SERVER_DATA_DIR": str(Path(folder) / "data"),
             "ACP_SERVER_DISCOVER": "0",
