@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from acp_server import updates
+from acp_server.agent.guards import REPEATED_RESULT, repeated
 from acp_server.agent.history import History
 from acp_server.agent.round import Reply, Tell, stream_round
 from acp_server.agent.turn_text import (
@@ -262,7 +263,10 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
     """Announce, run and record one tool call; its result always lands in history."""
     turn.emit(turn.tools.announce(call))
     turn.open_calls.add(call.id)
-    outcome = await turn.tools.run(call, turn.emit)
+    if repeated(call, turn.history.messages):  # a small model asking again for what it has
+        outcome = ToolOutcome(REPEATED_RESULT.format(name=call.name), ok=False)
+    else:
+        outcome = await turn.tools.run(call, turn.emit)
     status = "completed" if outcome.ok else "failed"
     content = (
         outcome.content if outcome.content is not None else [updates.text_content(outcome.text)]

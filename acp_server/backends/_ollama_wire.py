@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from acp_server.backends import _json
@@ -59,12 +59,14 @@ def payload(
     *,
     num_ctx: int | None = None,
     think: bool | str | None = None,
+    sampling: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a streamed `/api/chat` request."""
+    """The JSON body of a streamed `/api/chat` request (`sampling`: the configured
+    temperature and top_p, which Ollama takes among its options)."""
     body: dict[str, Any] = {"model": model, "messages": render_messages(request), "stream": True}
     if request.tools:
         body["tools"] = [render_tool(tool) for tool in request.tools]
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = dict(sampling or {})
     if num_ctx is not None:
         options["num_ctx"] = num_ctx
     if request.max_tokens is not None:

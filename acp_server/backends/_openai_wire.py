@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from acp_server.backends import _json
@@ -76,12 +77,14 @@ def payload(
     stream: bool,
     stream_options: bool,
     limit_field: str = "max_tokens",
+    sampling: Mapping[str, float] | None = None,
     cache: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a chat-completions request. `limit_field` names the reply's cap:
-    OpenAI's reasoning models take `max_completion_tokens` and refuse `max_tokens`. No
-    temperature is ever sent (those models refuse any but the default). `cache`: the fields
-    that keep the server's prompt cache for the session (`cache_fields`)."""
+    OpenAI's reasoning models take `max_completion_tokens` and refuse `max_tokens`.
+    `sampling` is the temperature and top_p configured (`backends.sampling`), never a default
+    of ours: unset, the server's own applies. `cache`: the fields that keep the server's prompt
+    cache for the session (`cache_fields`)."""
     body: dict[str, Any] = {"model": model, "messages": render_messages(request)}
     if request.tools:
         body["tools"] = [render_tool(tool) for tool in request.tools]
@@ -89,6 +92,7 @@ def payload(
         body["tool_choice"] = "auto"
     if request.max_tokens is not None:
         body[limit_field] = request.max_tokens
+    body.update(sampling or {})
     effort = openai_reasoning_effort(request.thought_level)
     if effort is not None:
         body["reasoning_effort"] = effort

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 START_TIMEOUT = 120.0  # a cold start on a busy machine; SmolLM2-135M usually takes 2-5 s
 STOP_GRACE = 3.0
 PORT_ATTEMPTS = 3  # another process may take the free port before the server binds it
-_servers: dict[tuple[Path, int], LocalServer] = {}
+_servers: dict[tuple[Path, int, str | None], LocalServer] = {}
 
 
 class LocalServerError(Exception):
@@ -39,12 +39,19 @@ class LocalServer:
     """`llama_cpp.server` serving `gguf` with a window of `n_ctx` tokens."""
 
     def __init__(
-        self, gguf: Path, n_ctx: int, log_path: Path, *, chat_format: str = "chatml"
+        self,
+        gguf: Path,
+        n_ctx: int,
+        log_path: Path,
+        *,
+        chat_format: str | None = "chatml",
+        threads: int | None = None,
     ) -> None:
         self.gguf = gguf
         self.n_ctx = n_ctx
         self.log_path = log_path
-        self.chat_format = chat_format
+        self.chat_format = chat_format  # None: the chat template in the model file
+        self.threads = threads  # None: llama.cpp's choice (every core)
         self.alias = gguf.stem
         self.start_timeout = START_TIMEOUT
         self._proc: subprocess.Popen[bytes] | None = None
@@ -52,11 +59,14 @@ class LocalServer:
         self._lock = asyncio.Lock()
 
     def argv(self, port: int) -> list[str]:
+        # Without --chat_format, llama-cpp-python renders the model file's own template.
+        chat = [] if self.chat_format is None else ["--chat_format", self.chat_format]
+        chat += [] if self.threads is None else ["--n_threads", str(self.threads)]
         return [
             sys.executable, "-m", "acp_server.backends.local_child",
             "--model", str(self.gguf),
             "--model_alias", self.alias,
-            "--chat_format", self.chat_format,
+            *chat,
             "--host", "127.0.0.1",
             "--port", str(port),
             "--n_ctx", str(self.n_ctx),
@@ -148,13 +158,16 @@ class LocalServer:
         proc.wait()
 
 
-def shared(gguf: Path, n_ctx: int, log_path: Path) -> LocalServer:
-    """The one server of this process for `gguf` at `n_ctx` (made, not started, at first ask)."""
-    key = (gguf, n_ctx)
+def shared(
+    gguf: Path, n_ctx: int, log_path: Path, chat_format: str | None, threads: int | None = None
+) -> LocalServer:
+    """The one server of this process for `gguf` at `n_ctx` with `chat_format` (made, not
+    started, at first ask)."""
+    key = (gguf, n_ctx, chat_format)
     if not _servers:
         atexit.register(stop_all)
     if key not in _servers:
-        _servers[key] = LocalServer(gguf, n_ctx, log_path)
+        _servers[key] = LocalServer(gguf, n_ctx, log_path, chat_format=chat_format, threads=threads)
     return _servers[key]
 
 

@@ -51,6 +51,7 @@ from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.backends.ollama_cache import PromptCache
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
+from acp_server.backends.sampling import Sampling
 from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import Event, Finish, ModelRequest, Usage
 
@@ -80,11 +81,13 @@ class OllamaBackend:
         read_timeout: float = 300.0,
         first_byte_timeout: float | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        sampling: Sampling = Sampling(),  # noqa: B008 - frozen, so sharing is safe
     ) -> None:
         # An OpenAI-style URL (`…:11434/v1`) names the same server: the native API is at its root.
         self.base_url = str(httpx.URL(base_url.rstrip("/").removesuffix("/v1")))
         self.model = model
         self.retry = retry
+        self.sampling = sampling  # temperature and top_p, sent among the options
         self.think = think  # Ollama's `think` (True/False, or "low"/"medium"/"high"); None: omit
         self.default_num_ctx = default_num_ctx
         self.connect_timeout = connect_timeout
@@ -152,7 +155,13 @@ class OllamaBackend:
 
     async def _open(self, request: ModelRequest) -> httpx.Response:
         request = self._images.fit(request)
-        body = payload(self.model, request, num_ctx=self._num_ctx, think=self.think)
+        body = payload(
+            self.model,
+            request,
+            num_ctx=self._num_ctx,
+            think=self.think,
+            sampling=self.sampling.fields(),
+        )
         client = self._http()
         try:
             return await send(

@@ -52,6 +52,7 @@ from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.backends.providers import is_local_url
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
+from acp_server.backends.sampling import Sampling
 from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import Event, ModelRequest
 
@@ -81,11 +82,14 @@ class OpenAIBackend:
         window: int | None = None,
         facts: ModelFacts | None = None,
         slots: int | None = None,
+        sampling: Sampling = Sampling(),  # noqa: B008 - frozen, so sharing is safe
     ) -> None:
         self.base_url = str(httpx.URL(base_url.rstrip("/")))
         self.model = model
         self.facts = facts if facts is not None else lookup_at(model, self.base_url)
         self.limit_field = "max_completion_tokens" if openai_reasoning(model) else "max_tokens"
+        # OpenAI's reasoning models refuse any temperature or top_p but the default.
+        self.sampling = Sampling() if openai_reasoning(model) else sampling
         self.retry = retry
         # A key given here, else read from `api_key_env` (in `environ`) at every request; the
         # variable is also named in the hint when the server refuses the key.
@@ -185,6 +189,7 @@ class OpenAIBackend:
             stream=stream,
             stream_options=self._stream_options,
             limit_field=self.limit_field,
+            sampling=self.sampling.fields(),
             cache=cache_fields(fitted.cache_key, openai=self._openai, slots=self._slots),
         )
         client = self._http()

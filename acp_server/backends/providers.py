@@ -95,6 +95,8 @@ class ModelConfig:
     reasoning: tuple[str, ...] | None = None
     adaptive_thinking: bool | None = None
     tool_call_ids: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
 
     @property
     def value(self) -> str:

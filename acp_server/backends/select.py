@@ -43,6 +43,7 @@ from acp_server.backends.providers import HOSTED as HOSTED
 from acp_server.backends.providers import Hosted, Provider, builtin_providers
 from acp_server.backends.providers import missing_provider_key as missing_provider_key
 from acp_server.backends.providers import ollama_url as ollama_url
+from acp_server.backends.sampling import Sampling, chosen
 
 if TYPE_CHECKING:
     from acp_server.messages import Event, ModelRequest
@@ -147,6 +148,7 @@ def from_provider(
     window: int | None = None,
     images: bool | None = None,
     adaptive_thinking: bool = False,
+    sampling: Sampling = Sampling(),  # noqa: B008 - frozen, so sharing is safe
 ) -> Backend:
     """The backend for `model` on `provider` (built in, or from the configuration file): its
     dialect, base URL and extra headers, its key read from `provider.api_key_env` in `env` at
@@ -154,7 +156,8 @@ def from_provider(
     dialect (Ollama also sends it as `num_ctx`); `images=False` sends a note in place of each
     image (None: not known, images are sent until the server refuses them);
     `adaptive_thinking` is for Claude models that take `{"type": "adaptive"}` thinking
-    (`ModelEntry.adaptive_thinking`)."""
+    (`ModelEntry.adaptive_thinking`); `sampling` is the configured temperature and top_p
+    (`sampling.chosen` adds the environment's and the local default)."""
     problem = missing_provider_key(provider, model, env)
     if problem is not None:
         from acp_server.backends.unconfigured import UnconfiguredBackend
@@ -172,7 +175,9 @@ def from_provider(
     if provider.dialect == "local":
         if window and not env.get(CONTEXT_ENV):  # the file's window, unless the variable says
             env = {**env, CONTEXT_ENV: str(window)}
-        return _local(model, env)
+        return _local(model, env, sampling)
+    if provider.dialect in ("openai", "ollama"):
+        common["sampling"] = chosen(sampling, env)
     return _http_backend(provider, model, window, adaptive_thinking, common)
 
 
@@ -227,7 +232,11 @@ def looks_like_ollama(base_url: str) -> bool:
     return parts.port == OLLAMA_PORT or host == "ollama" or host.startswith("ollama.")
 
 
-def _local(model: str, env: Mapping[str, str]) -> Backend:
+def _local(
+    model: str,
+    env: Mapping[str, str],
+    sampling: Sampling = Sampling(),  # noqa: B008 - frozen, so sharing is safe
+) -> Backend:
     """The embedded model (`local:`), or the backend that says what to install."""
     from acp_server.backends import local
 
@@ -236,7 +245,8 @@ def _local(model: str, env: Mapping[str, str]) -> Backend:
         from acp_server.backends.unconfigured import UnconfiguredBackend
 
         return UnconfiguredBackend(problem)
-    return local.LocalBackend(local.model_file(model), env, http_options(env))
+    http = {**http_options(env), "sampling": chosen(sampling, env, local=True)}
+    return local.LocalBackend(local.model_file(model), env, http)
 
 
 def hosted_default(env: Mapping[str, str]) -> tuple[str, Hosted] | None:

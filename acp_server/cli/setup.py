@@ -26,6 +26,16 @@ from urllib.parse import urlsplit
 from acp_server.cli.login import ask_secret, config_file, say
 from acp_server.config.file import Config
 
+TOOL_MODEL = (
+    "A local model that can use tools, run by the agent on this machine: Qwen2.5-Coder-1.5B-"
+    "Instruct Q4_K_M (a 1.1 GB file to download, about 4 GB of memory; slow on 2 cores): give "
+    "the path of its GGUF file"
+)
+TOOL_MODEL_SOURCE = (
+    "Download qwen2.5-coder-1.5b-instruct-q4_k_m.gguf from Qwen's page "
+    "https://huggingface.co/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF (Apache-2.0), or use any "
+    "GGUF file of a model whose chat template takes tools."
+)
 MAX_FOUND = 12  # local models listed; the rest can be named with --model or /model
 EXIT_INTERRUPTED = 130
 
@@ -38,6 +48,7 @@ class Choice:
     value: str  # PROVIDER:MODEL (for a hosted API, the suggested model)
     key_env: str | None = None  # a hosted API: the key to ask for
     provider: tuple[str, str, str] | None = None  # a server found without a provider: written
+    gguf: bool = False  # a local model file: its path is asked for
 
 
 def setup(args: argparse.Namespace) -> int:
@@ -84,6 +95,7 @@ async def _choices(config: Config, env: Mapping[str, str]) -> list[Choice]:
 
     choices = _hosted(config, env) + await _found(config, env)
     if local.missing("") is None:
+        choices.append(Choice(TOOL_MODEL, "local:", gguf=True))
         choices.append(
             Choice(
                 "The embedded model SmolLM2-135M (local:smollm2): runs on this machine, no "
@@ -166,6 +178,11 @@ def _apply(choice: Choice, path: Path, config: Config) -> str | None:
     from acp_server.config.keys import set_default_model, store_key
 
     value = choice.value
+    if choice.gguf:
+        found = _model_file()
+        if found is None:
+            return None
+        value = f"local:{found}"
     if choice.key_env is not None:
         have = bool(config.environ(os.environ).get(choice.key_env))
         keep = ", Enter keeps the one already set" if have else ""
@@ -181,6 +198,29 @@ def _apply(choice: Choice, path: Path, config: Config) -> str | None:
         value = f"{provider}:{model}" if model else value
     set_default_model(path, value, choice.provider)
     return value
+
+
+def _model_file() -> Path | None:
+    """The GGUF file typed, checked: it exists and its template takes tools (else None)."""
+    from acp_server.backends.gguf import GGUFError, chat_template, renders_tools
+
+    say(TOOL_MODEL_SOURCE)
+    answer = _ask("Path of the .gguf file: ")
+    path = Path(answer).expanduser().resolve() if answer else None
+    if path is None or not path.is_file():
+        say(f"acp-server setup: {answer or 'no path'} is not a file; nothing was stored.")
+        return None
+    try:
+        tools = renders_tools(chat_template(path))
+    except (OSError, GGUFError) as exc:
+        say(f"acp-server setup: {exc}; nothing was stored.")
+        return None
+    if not tools:
+        say(
+            f"Note: the chat template in {path.name} has no place for tools, so the model "
+            "will answer without them (see docs/models.md)."
+        )
+    return path
 
 
 def _show_doctor(args: argparse.Namespace, path: Path) -> None:

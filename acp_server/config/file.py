@@ -372,4 +372,6 @@ def _model(entry: dict[str, Any]) -> ModelConfig:
         reasoning=tuple(reasoning) if reasoning is not None else None,
         adaptive_thinking=entry.get("adaptive_thinking"),
         tool_call_ids=entry.get("tool_call_ids"),
+        temperature=entry.get("temperature"),
+        top_p=entry.get("top_p"),
     )

@@ -76,7 +76,8 @@ def _fetch_lines(config: Config, env: Mapping[str, str]) -> list[str]:
 
 def _model_lines(model: ModelConfig) -> list[str]:
     out = [f"provider = {_toml(model.provider)}", f"id = {_toml(model.id)}"]
-    for key in ("name", "window", "reply_reserve", "tools", "images", "adaptive_thinking"):
+    keys = ("name", "window", "reply_reserve", "tools", "images", "adaptive_thinking")
+    for key in (*keys, "temperature", "top_p"):
         value = getattr(model, key)
         if value is not None:
             out.append(f"{key} = {_toml(value)}")

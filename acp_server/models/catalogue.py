@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from acp_server import redaction
 from acp_server.backends.catalog import ModelFacts, lookup_at
+from acp_server.backends.sampling import Sampling
 from acp_server.config.file import Config, ModelConfig, Price, Provider, builtin_providers
 from acp_server.errors import InvalidParams
 from acp_server.settings import Settings
@@ -75,6 +76,7 @@ class ModelEntry:
     id_style: IdStyle = "standard"
     origin: str = "command line"  # "command line", "configuration file", "discovered"
     facts: ModelFacts | None = None  # what the model catalogue knows of it (backends.catalog)
+    sampling: Sampling = field(default_factory=Sampling)  # as configured (the env may override)
 
     @property
     def dialect(self) -> str:
@@ -230,6 +232,7 @@ def _entry(m: ModelConfig, provider: Provider, origin: str) -> ModelEntry:
         id_style="mistral" if m.tool_call_ids == "mistral" else "standard",
         origin=origin,
         facts=facts,
+        sampling=Sampling(m.temperature, m.top_p),
     )
 
 

@@ -216,6 +216,7 @@ class ModelSource:
                     window=entry.window,
                     images=False if entry.value in self._text_only else entry.images,
                     adaptive_thinking=entry.adaptive_thinking,
+                    sampling=entry.sampling,
                 )
 
             label = f"{entry.provider.dialect}:{entry.model}"

@@ -134,3 +134,24 @@ async def test_sessions_share_one_server_that_ends_when_the_agent_is_killed(
     port = _port_of(data / "local-model.log")
     await server.stop()  # SIGKILL: no clean-up code of the agent runs
     assert await _refused_within(port, 30), "the model server outlived its agent"
+
+
+def test_a_model_that_cannot_call_tools_says_so_instead_of_inventing_files(tmp_path: Path) -> None:
+    """SmolLM2's template has no tools: asked to list the files, it would make some up."""
+    require_model_tier()
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "ledger_2026.csv").write_text("a,b\n", encoding="utf-8")
+    home = tmp_path / "home"
+    done = run_while_working(
+        [console_script(), "run", "--model", "local:smollm2", "List the files here"],
+        what="acp-server run",
+        cwd=work,
+        env=offline_env(home),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "cannot use tools" in done.stdout and "acp-server setup" in done.stdout
+    assert "cannot call tools" in done.stderr  # told once, as a notice
+    # The model was not asked: nothing it could have invented was printed.
+    assert not (home / "data" / "acp-server" / "local-model.log").exists()
+    assert "ledger_2026" not in done.stdout and ".txt" not in done.stdout

@@ -230,3 +230,19 @@ def test_ctrl_c_ends_setup_with_a_sentence_and_no_traceback(tmp_path: Path) -> N
     assert proc.returncode == 130, rest
     assert "interrupted" in rest and "Traceback" not in rest
     assert not config_of(tmp_path).exists()
+
+
+def test_setup_offers_a_local_model_that_can_use_tools(tmp_path: Path) -> None:
+    from acp_server.backends import local
+    from tests.unit.test_gguf import WITH_TOOLS, write_gguf
+
+    if local.missing("") is not None:
+        import pytest
+
+        pytest.skip("the local extra is not installed: no local model is offered")
+    gguf = write_gguf(tmp_path / "qwen2.5-coder-1.5b.gguf", WITH_TOOLS)
+    answers = {"Choose": "A local model that can use tools", "Path of the .gguf": str(gguf)}
+    code, shown = on_terminal(tmp_path, empty_home_env(tmp_path), answers)
+    assert code == 0, shown
+    assert "1.1 GB" in shown and "4 GB of memory" in shown and "huggingface.co/Qwen" in shown
+    assert config_of(tmp_path).read_text("utf-8") == f'default_model = "local:{gguf}"\n'

@@ -38,9 +38,10 @@ async def test_local_with_a_missing_file_answers_each_prompt_with_the_problem(
 
 def test_every_session_gets_the_same_server_for_a_model(tmp_path: Path) -> None:
     gguf = tmp_path / "m.gguf"
-    first = local_server.shared(gguf, 4096, tmp_path / "log")
-    assert local_server.shared(gguf, 4096, tmp_path / "log") is first
-    assert local_server.shared(gguf, 2048, tmp_path / "log") is not first
+    first = local_server.shared(gguf, 4096, tmp_path / "log", None)
+    assert local_server.shared(gguf, 4096, tmp_path / "log", None) is first
+    assert local_server.shared(gguf, 2048, tmp_path / "log", None) is not first
+    assert local_server.shared(gguf, 4096, tmp_path / "log", "chatml") is not first
 
 
 def test_the_window_is_the_configured_n_ctx() -> None:
@@ -79,3 +80,15 @@ async def test_with_nothing_configured_a_key_stored_by_login_is_used(
     backend = choose_backend(argparse.Namespace())
     await backend.context_window()  # chooses; Anthropic's backend asks nothing for it
     assert backend.label == "anthropic:claude-sonnet-4-5"
+
+
+def test_the_server_threads_can_be_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = local_server.LocalServer(tmp_path / "m.gguf", 4096, tmp_path / "log", threads=2)
+    argv = server.argv(1)
+    assert argv[argv.index("--n_threads") + 1] == "2"
+    assert "--n_threads" not in local_server.LocalServer(tmp_path / "m.gguf", 4096, tmp_path).argv(
+        1
+    )
+    monkeypatch.setenv("ACP_SERVER_DATA_DIR", str(tmp_path / "data"))
+    backend = local.LocalBackend(tmp_path / "t.gguf", {local.THREADS_ENV: "2"}, {})
+    assert "--n_threads" in backend._server.argv(1)

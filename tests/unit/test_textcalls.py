@@ -31,12 +31,13 @@ from acp_server.messages import (
 
 READ = ToolSpec("read_file", "Read a file", {"type": "object"})
 REQUEST = ModelRequest(messages=(text_message("user", "look at a.py"),), tools=(READ,))
+OFFERED = {"read_file": READ.parameters}
 BLOCK = '<tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>'
 
 
 def scanner() -> InlineCallScanner:
     numbers = itertools.count()
-    return InlineCallScanner(lambda: f"call_recovered_{next(numbers)}")
+    return InlineCallScanner(lambda: f"call_recovered_{next(numbers)}", OFFERED)
 
 
 def scan(*deltas: str) -> list[Event]:
@@ -179,7 +180,7 @@ async def test_a_malformed_only_call_gets_one_retry_with_an_explanation() -> Non
     assert retry.messages[:-2] == REQUEST.messages
     assistant, user = retry.messages[-2:]
     assert assistant.role == "assistant" and assistant.text == "Let me read it." + bad
-    assert user.role == "user" and "could not read" in user.text and "<tool_call>" in user.text
+    assert user.role == "user" and "could not use" in user.text and "<tool_call>" in user.text
     notices = [e for e in events if isinstance(e, Notice)]
     assert len(notices) == 1 and "asking it to try again" in notices[0].text
     assert calls(events) == [("call_recovered_0", "read_file", {"path": "a.py"})]

