@@ -11,14 +11,12 @@ form is declined, saying so on stderr. Waits are registered with the permission 
 
 from __future__ import annotations
 
-import asyncio
-import os
 import sys
 import termios
 import tty
 from typing import Any
 
-from acp_server.cli.run_permission import Permissions
+from acp_server.cli.run_permission import Permissions, read_line
 from acp_server.cli.run_printer import is_terminal
 from acp_server.wire.jsonrpc import Params
 
@@ -115,22 +113,8 @@ class Questions:
         """One line typed; Declined at the end of input or when the turn is cancelled."""
         self.err.write(prompt)
         self.err.flush()
-        fd = self._fd()
-        loop = asyncio.get_running_loop()
-        line: asyncio.Future[str | None] = loop.create_future()
-
-        def readable() -> None:
-            data = os.read(fd, 4096)
-            if not line.done():
-                line.set_result(data.decode(errors="replace") if data else None)
-
-        loop.add_reader(fd, readable)
-        self.permissions.waiting.add(line)  # a Ctrl-C that cancels the turn ends it
-        try:
-            typed = await line
-        finally:
-            self.permissions.waiting.discard(line)
-            loop.remove_reader(fd)
+        # In the permissions' waiting set: a Ctrl-C that cancels the turn ends it.
+        typed = await read_line(self._fd(), self.permissions.waiting)
         if typed is None or self.permissions.cancelled or "\x04" in typed:
             raise Declined
         return typed.strip()

@@ -134,22 +134,7 @@ class Permissions:
 
     async def _read_line(self) -> str | None:
         """One line typed on the terminal; None at its end or when the turn is cancelled."""
-        fd = self._fd()
-        loop = asyncio.get_running_loop()
-        line: asyncio.Future[str | None] = loop.create_future()
-
-        def readable() -> None:
-            data = os.read(fd, 4096)
-            if not line.done():
-                line.set_result(data.decode(errors="replace") if data else None)
-
-        loop.add_reader(fd, readable)
-        self.waiting.add(line)
-        try:
-            return await line
-        finally:
-            self.waiting.discard(line)
-            loop.remove_reader(fd)
+        return await read_line(self._fd(), self.waiting)
 
     def cancel(self) -> None:
         """The turn is being cancelled: stop asking; waiting questions answer `cancelled`."""
@@ -160,3 +145,23 @@ class Permissions:
 
     def _say(self, text: str) -> None:
         print(text, file=self.err, flush=True)
+
+
+async def read_line(fd: int, waiting: set[asyncio.Future[str | None]]) -> str | None:
+    """One line typed at terminal `fd`; None at its end, or when a cancel resolves the future
+    this puts in `waiting` meanwhile (`Permissions.cancel`)."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str | None] = loop.create_future()
+
+    def readable() -> None:
+        data = os.read(fd, 4096)
+        if not line.done():
+            line.set_result(data.decode(errors="replace") if data else None)
+
+    loop.add_reader(fd, readable)
+    waiting.add(line)
+    try:
+        return await line
+    finally:
+        waiting.discard(line)
+        loop.remove_reader(fd)
