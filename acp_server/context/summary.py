@@ -33,10 +33,10 @@ SUMMARY_SYSTEM = (
     "continue the work after the older messages are removed. You only write the summary; "
     "you do not continue the conversation and you do not call tools."
 )
-SUMMARY_INSTRUCTIONS = """\
-Below is the older part of the conversation, as a transcript. Write a summary the assistant \
-will read instead of it. Be concise and concrete (names of files, functions, commands, errors). \
-Use these sections:
+# What a summary holds, asked the same way by both requests (the transcript's and the
+# conversation's own).
+SECTIONS = """\
+Be concise and concrete (names of files, functions, commands, errors). Use these sections:
 
 1. Goal: what the user wants done overall.
 2. The user's instructions and constraints: every rule, preference or limit the user gave, \
@@ -46,6 +46,10 @@ as close to their words as possible.
 5. Next step: the exact next action.
 
 Write only the summary."""
+SUMMARY_INSTRUCTIONS = (
+    "Below is the older part of the conversation, as a transcript. Write a summary the "
+    "assistant will read instead of it. " + SECTIONS
+)
 
 
 def transcript(messages: Sequence[Message]) -> str:
@@ -127,22 +131,13 @@ def _omitted(lines: int, chars: int) -> str:
     return f"[... {lines:,} lines ({chars:,} characters) omitted here ...]"
 
 
-PREFIX_ASK = """\
-<summary-request>
-Stop the work here: do not call any tool and do not answer the user now. The older part of \
-this conversation is about to be removed to free room in the context window; write the \
-summary you will read instead of it. {which}Be concise and concrete (names of files, \
-functions, commands, errors). Use these sections:
-
-1. Goal: what the user wants done overall.
-2. The user's instructions and constraints: every rule, preference or limit the user gave, \
-as close to their words as possible.
-3. Decisions: what was decided and why.
-4. Progress: what is done, what was tried and failed, what is in progress.
-5. Next step: the exact next action.
-
-Write only the summary.
-</summary-request>"""
+PREFIX_ASK = (
+    "<summary-request>\nStop the work here: do not call any tool and do not answer the user "
+    "now. The older part of this conversation is about to be removed to free room in the "
+    "context window; write the summary you will read instead of it. {which}"
+    + SECTIONS.replace("{", "{{").replace("}", "}}")
+    + "\n</summary-request>"
+)
 KEPT_FROM = (
     "The newest part, from the {role} message that begins «{start}», stays as it is: "
     "summarize what comes before it. "
