@@ -35,10 +35,11 @@ NO_TOOLS_NOTE = (
     "\n\nIn this conversation you have no tools: you cannot see the user's files or folders and "
     "cannot run commands. If a request needs them, say so; never make up file names or contents."
 )
-# Words of a request about the user's files, folders or commands.
+# Words of a request about the user's files, folders or commands (nouns and commands, not
+# verbs such as "write" or "list", which ask for a poem or a list of ideas as often).
 _WORKSPACE = re.compile(
-    r"\b(files?|folders?|director(y|ies)|repo(sitory)?|project|codebase|here|read|list|ls|cat|"
-    r"grep|search|find|run|execute|tests?|edit|change|fix|create|write|delete|rename|open|path)\b"
+    r"\b(files?|folders?|director(y|ies)|repo(sitory)?|project|codebase|path|ls|cat|grep|"
+    r"run|execute|tests?|fix)\b"
     r"|\w\.(py|js|ts|md|txt|json|toml|ya?ml|rs|go|c|h|java|sh)\b",
     re.IGNORECASE,
 )

@@ -43,7 +43,10 @@ def test_tasks_about_files_and_commands_are_recognised(text: str) -> None:
     assert toolless.about_the_workspace(ask(text))
 
 
-@pytest.mark.parametrize("text", ["Say hello in one short sentence.", "What is a monad?", "Hi"])
+@pytest.mark.parametrize(
+    "text",
+    ["Say hello in one short sentence.", "What is a monad?", "Hi", "Write a short poem here"],
+)
 def test_other_requests_are_left_to_the_model(text: str) -> None:
     assert not toolless.about_the_workspace(ask(text))
 
