@@ -227,3 +227,17 @@ async def test_a_recorded_answer_with_a_call_to_no_offered_tool_is_shown_and_not
     assert len(r.results()) == 1
     assert '"name": "invoice"' in r.shown() and "feel free to ask" in r.shown()
     assert any('no tool named "invoice"' in t and "nothing was run" in t for t in r.told)
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [("command_output", {"id": "job1"}), ("run_command", {"command": "git status"})],
+)
+def test_asking_again_for_what_changes_by_itself_is_never_held_back(
+    name: str, arguments: dict[str, Any]
+) -> None:
+    """Reading a background command's output again, or running a command again, is how a model
+    waits for something: only reading and searching the project are held back."""
+    first, again = ToolCall("c1", name, arguments), ToolCall("c2", name, dict(arguments))
+    ask = text_message("user", "go")
+    assert not repeated(again, [ask, _assistant(first), _result(first), _assistant(again)])
