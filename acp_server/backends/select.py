@@ -192,7 +192,9 @@ def _http_backend(
     if provider.dialect == "openai-responses" or _responses(provider, model):
         from acp_server.backends.responses import ResponsesBackend
 
-        return ResponsesBackend(provider.base_url, model, context_window=window, **common)
+        # The Responses API gets no temperature or top_p (OpenAI's reasoning models refuse them).
+        plain = {key: value for key, value in common.items() if key != "sampling"}
+        return ResponsesBackend(provider.base_url, model, context_window=window, **plain)
     if provider.dialect == "openai" and not looks_like_ollama(provider.base_url):
         from acp_server.backends.openai import OpenAIBackend
 

@@ -40,6 +40,8 @@ def pytest_run(args: list[str], cwd: Path, timeout: float) -> tuple[int, str, fl
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own group, so a hung grandchild is killed too
         preexec_fn=ignore_sigint,
+        # Not the outer run's options: a --basetemp there is a parent of this child's cwd.
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},
     ) as proc:
         try:
             out, _ = proc.communicate(timeout=timeout)
