@@ -68,15 +68,18 @@ class Sessions:
         return self._factory.store
 
     def shutdown(self) -> None:
-        """At exit: every MCP server process ends, and the store is closed."""
+        """At exit: every MCP server process and background command ends, each session's
+        private temp dir is removed, and the store is closed."""
         self._closing = True  # sessions built from now on start no work
-        self._settled()  # their rows reach the store before it closes
+        live = self._settled()  # their rows reach the store before it closes
         if self._after_new is not None:
             self._after_new.close()
         from acp_server.tools import background, mcp_procs
 
         mcp_procs.end_all()
         background.end_all()
+        for session in live.values():  # after its commands ended: they may write there
+            session.release()
         self._factory.close()
 
     def find(self, session_id: str) -> Session | None:

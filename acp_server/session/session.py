@@ -282,6 +282,11 @@ class Session:
         if self.mcp is not None:
             await self.mcp.close()
 
+    def release(self) -> None:
+        """At exit, when there is no time to close: what the session keeps on disk for its
+        commands (the sandbox's private temp dir) is removed."""
+        self._parts.close()
+
     def cancel(self) -> None:
         """End the running turn and every prompt queued now (no-op when idle)."""
         self._queue.cancel()

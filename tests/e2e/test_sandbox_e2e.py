@@ -230,3 +230,25 @@ async def test_no_sandboxed_process_outlives_the_session(
     await server.request("session/close", {"sessionId": session})
     assert await until_gone(str(marker)) == []
     await editor.close()
+
+
+async def test_the_sandbox_temp_dir_goes_when_the_editor_leaves(
+    server_factory: Start, script: Any, tmp_path: Path
+) -> None:
+    """Each session's commands get a private $TMPDIR; an editor that quits (stdin closed,
+    sessions never closed one by one) leaves none behind (each session left one in /tmp)."""
+    if not available("bubblewrap"):
+        pytest.skip("bubblewrap is not available on this machine")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env, _ = environment(tmp_path, "workspace-write", "bubblewrap")
+    rounds = [call("run_command", command='echo kept > "$TMPDIR/x"'), {"text": "Done."}]
+    editor = FakeEditor(fs=False, terminal=False)
+    server = await server_factory("--script", str(script(rounds)), env={**env, "TMPDIR": str(temp)})
+    session = await open_session(server, editor, tmp_path / "home")
+    stop, _ = await run_prompt(server, session)
+    assert stop == "end_turn" and [p.name[:12] for p in temp.iterdir()] == ["acp-sandbox-"]
+    await server.close_stdin()
+    assert await server.wait(timeout=60) == 0
+    assert list(temp.iterdir()) == []
+    await editor.close()
