@@ -29,10 +29,10 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server.backends import Backend
 from acp_server.backends.sampling import Sampling
 
 if TYPE_CHECKING:
+    from acp_server.backends.openai import OpenAIBackend
     from acp_server.messages import Event, ModelRequest
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class LocalBackend:
             fmt,
             int(threads) if threads.isdigit() and int(threads) > 0 else None,
         )
-        self._backend: Backend | None = None
+        self._backend: OpenAIBackend | None = None
         self._backend_url: str | None = None
         self._told = False  # that the model cannot call tools (`toolless`)
 
@@ -196,9 +196,18 @@ class LocalBackend:
             yield StreamError(str(exc))
             return
         async for event in backend.stream(request):
+            if (
+                isinstance(event, Finish | StreamError)
+                and request.tools
+                and toolless.never_calls(backend.recovery)
+            ):
+                self.calls_tools, self._told = False, True  # told here, with the reason
+                lost = backend.recovery.lost
+                name = self._server.alias
+                yield Notice(toolless.NEVER_CALLED_NOTICE.format(name=name, lost=lost), "warning")
             yield event
 
-    async def _openai(self) -> Backend:
+    async def _openai(self) -> OpenAIBackend:
         """The OpenAI backend for the server, which is started (again, if it stopped) first."""
         url = await self._server.url()
         if self._backend is None or self._backend_url != url:

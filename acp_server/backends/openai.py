@@ -126,6 +126,11 @@ class OpenAIBackend:
         return self._images.known
 
     @property
+    def recovery(self) -> CallRecovery:
+        """The calls recovered from the model's text, and how many replies held one."""
+        return self._recovery
+
+    @property
     def sends_stream_options(self) -> bool:
         return self._stream_options
 

@@ -69,6 +69,7 @@ ECHO_EXPLANATION = (
     "Your last message only repeated the tool result instead of answering. Answer my request "
     "now in plain words, using that result, or call another tool if you need more."
 )
+LOST = "The model wrote a tool call that could not be used ({problem}); it was not run."
 UNREAD = (
     "The model's reply looks like a tool call, but {problem}, so nothing was run. A model that "
     "keeps doing this may not be able to use this agent's tools: see docs/models.md."
@@ -276,6 +277,8 @@ class CallRecovery:
 
     def __init__(self) -> None:
         self._numbers = itertools.count()
+        self.usable = 0  # replies that asked for a tool in a way that could be run
+        self.lost = 0  # replies whose call-shaped text could not be used, even asked again
 
     def next_id(self) -> str:
         return f"call_recovered_{next(self._numbers)}"
@@ -289,6 +292,7 @@ class CallRecovery:
             return  # ended by a StreamError (or without a finish): nothing to decide
         retry = first.retry(request)
         if retry is None:
+            self._count(first)
             for event in _closing(first):
                 yield event
             return
@@ -298,8 +302,16 @@ class CallRecovery:
         async for event in self._filter(send(again), second, request):
             yield event
         if second.finish is not None:
+            self._count(second)
+            second.shown = second.shown or first.shown  # the round's text so far
             for event in _closing(second):
                 yield event
+
+    def _count(self, done: _Pass) -> None:
+        if done.native_calls or done.recovered:
+            self.usable += 1
+        elif done.problems or done.unread:
+            self.lost += 1
 
     async def _filter(
         self, events: AsyncIterator[Event], out: _Pass, request: ModelRequest
@@ -335,15 +347,14 @@ class CallRecovery:
 
 
 def _closing(done: _Pass) -> list[Event]:
-    """A notice for calls that were lost, then the reply's Finish."""
+    """A notice for calls that were lost, then the reply's Finish. A reply that was nothing
+    but a call that could not be used ends as a failure saying so (it is not an empty reply)."""
     out: list[Event] = []
     if done.problems:
-        out.append(
-            Notice(
-                f"The model wrote a tool call that could not be used ({done.problems[0]}); "
-                "it was not run."
-            )
-        )
+        lost = LOST.format(problem=done.problems[0])
+        if done.finish != "length" and not (done.shown or done.recovered or done.native_calls):
+            return [StreamError(lost)]
+        out.append(Notice(lost))
     elif done.unread and not (done.recovered or done.native_calls):
         out.append(Notice(UNREAD.format(problem=done.unread[0])))
     reason = done.finish or "stop"

@@ -11,6 +11,10 @@ tools it is offered, and asked about the user's files it makes some up. So for s
   (`NO_TOOLS_ANSWER`), instead of letting the model invent an answer; asked again, the model
   answers (the user now knows what that answer is worth);
 - every request is sent without tools, its system prompt ending with `NO_TOOLS_NOTE`.
+
+A model whose template takes tools but which, offered them, only writes calls the agent cannot
+read (`never_calls`: `LOST_LIMIT` such replies and not one readable call) is treated the same
+from then on, and the user is told why (`NEVER_CALLED_NOTICE`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import ModelRequest
 
 NO_TOOLS_NOTICE = (
@@ -25,6 +30,21 @@ NO_TOOLS_NOTICE = (
     "read your files, search them or run commands, and it is not offered tools. For a local "
     "model that can, run `acp-server setup` or see docs/models.md."
 )
+NEVER_CALLED_NOTICE = (
+    "The model {name} has written {lost} tool calls the agent could not read, and none it "
+    "could: from now on it is not offered tools, so it cannot read your files or run commands. "
+    "For a local model that calls tools reliably, run `acp-server setup` or see "
+    "docs/models.md. It is offered tools again when the agent restarts."
+)
+LOST_LIMIT = 2  # replies with an unreadable call, and no readable one, before tools go
+
+
+def never_calls(recovery: CallRecovery) -> bool:
+    """Whether a model offered tools has shown it cannot call them: `LOST_LIMIT` replies held a
+    call it wrote that could not be read (even when asked again), and not one could."""
+    return recovery.lost >= LOST_LIMIT and recovery.usable == 0
+
+
 NO_TOOLS_ANSWER = (
     "I can't do that here: this model ({name}) cannot use tools, so it cannot see your files or "
     "folders, or run commands, and anything it said about them would be made up. Use a model "

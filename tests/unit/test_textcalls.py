@@ -215,9 +215,20 @@ async def test_no_retry_without_tools_or_when_cut_off() -> None:
     bad = "<tool_call>{bad</tool_call>"
     no_tools = ModelRequest(messages=REQUEST.messages)
     model = Model(reply(bad), reply(bad, finish="length"))
-    assert (await play(CallRecovery(), model, no_tools))[-1] == Finish("stop")
+    ended = (await play(CallRecovery(), model, no_tools))[-1]
+    assert isinstance(ended, StreamError) and "could not be used" in ended.message
     assert (await play(CallRecovery(), model))[-1] == Finish("length")
     assert len(model.requests) == 2
+
+
+async def test_a_reply_that_was_only_an_unusable_call_ends_saying_so_not_as_empty() -> None:
+    bad = '<tool_call>{"name": "list_files", "arguments": {}}</tool_call>'  # not offered
+    events = await play(CallRecovery(), Model(reply(bad), reply(bad)))
+    assert visible(events) == ""
+    assert events[-1] == StreamError(
+        'The model wrote a tool call that could not be used (there is no tool named "list_files" '
+        "(the tools offered: read_file)); it was not run."
+    )
 
 
 async def test_held_text_is_released_before_a_stream_error() -> None:

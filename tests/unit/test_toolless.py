@@ -3,12 +3,14 @@ tools, and a task about the user's files is answered honestly instead of by the 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from acp_server.backends import toolless
 from acp_server.backends.local import LocalBackend
+from acp_server.backends.textcalls import CallRecovery
 from acp_server.messages import (
     Event,
     Finish,
@@ -70,3 +72,41 @@ async def test_a_task_about_files_is_answered_honestly_once_without_the_model(
     assert "acp-server setup" in events[1].text
     assert events[2:] == [Finish("stop")]
     assert not (tmp_path / "data" / "local-model.log").exists()  # no model was started
+
+
+# --- a model with a tool template that never writes a call the agent can read ------------------
+
+UNKNOWN = '<tool_call>{"name": "list_files", "arguments": {}}</tool_call>'  # not offered
+GOOD = '<tool_call>{"name": "list_directory", "arguments": {}}</tool_call>'
+
+
+async def replies(recovery: CallRecovery, *texts: str) -> None:
+    """Each text as one reply of the model (asked again after a bad call, it says the same)."""
+    for text in texts:
+
+        async def send(request: ModelRequest, text: str = text) -> AsyncIterator[Event]:
+            yield TextDelta(text)
+            yield Finish("stop")
+
+        async for _ in recovery.stream(send, ask("List the files here")):
+            pass
+
+
+async def test_a_model_that_only_writes_unreadable_calls_is_given_up_on() -> None:
+    recovery = CallRecovery()
+    await replies(recovery, UNKNOWN)
+    assert not toolless.never_calls(recovery)  # once may be a slip
+    await replies(recovery, "Sure.", UNKNOWN)
+    assert recovery.lost == toolless.LOST_LIMIT and toolless.never_calls(recovery)
+
+
+async def test_a_model_that_once_wrote_a_readable_call_keeps_its_tools() -> None:
+    recovery = CallRecovery()
+    await replies(recovery, GOOD, UNKNOWN, UNKNOWN, UNKNOWN)
+    assert recovery.usable == 1 and recovery.lost == 3
+    assert not toolless.never_calls(recovery)
+
+
+def test_the_notice_says_what_changed_and_what_to_do() -> None:
+    text = toolless.NEVER_CALLED_NOTICE.format(name="qwen", lost=2)
+    assert "not offered tools" in text and "acp-server setup" in text and "restarts" in text

@@ -126,8 +126,9 @@ class MockLLM:
         """The recorded requests that went to a chat endpoint."""
         return [r for r in self.requests if r.path in CHAT_PATHS]
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+    async def start(self, port: int = 0) -> None:
+        """Listen on 127.0.0.1 (on `port`, or on a free one)."""
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", port)
         port = self._server.sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
 
