@@ -1,6 +1,6 @@
 """Every benchmark, each in its own process, and one Markdown table of what they measured.
 
-Run: python benchmarks/run_all.py [--quick]
+Run: python benchmarks/run_all.py [--quick] [--tasks]
 
 Each benchmark prints its own report and, for each figure, a `BENCH {json}` line
 (benchmarks/common.py); this script runs them one after another (never side by side: they
@@ -37,6 +37,8 @@ from common import BENCH_PREFIX
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT = 150  # seconds for any one benchmark
+TASKS_TIMEOUT = 3600  # the task benchmark (--tasks): a real model on the CPU
+TASKS_QUICK = ["read and answer", "edit one line", "find with grep"]
 
 # (script, arguments, --quick arguments)
 BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
@@ -65,7 +67,7 @@ class Outcome:
     problem: str | None  # why it produced no usable figures
 
 
-def run(script: str, args: list[str]) -> Outcome:
+def run(script: str, args: list[str], timeout: float = TIMEOUT) -> Outcome:
     """One benchmark in a process of its own; its BENCH lines (its report goes to stderr)."""
     start = time.monotonic()
     try:
@@ -73,11 +75,11 @@ def run(script: str, args: list[str]) -> Outcome:
             [sys.executable, str(HERE / script), *args],
             capture_output=True,
             text=True,
-            timeout=TIMEOUT,
+            timeout=timeout,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     except subprocess.TimeoutExpired:
-        return Outcome(script, time.monotonic() - start, [], f"timed out after {TIMEOUT} s")
+        return Outcome(script, time.monotonic() - start, [], f"timed out after {timeout:g} s")
     seconds = time.monotonic() - start
     human = [line for line in done.stdout.splitlines() if not line.startswith(BENCH_PREFIX)]
     print(f"\n## {script} {' '.join(args)}  ({seconds:.1f} s)", file=sys.stderr)
@@ -141,11 +143,20 @@ def table(outcomes: list[Outcome]) -> tuple[str, bool]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke test)")
+    parser.add_argument(
+        "--tasks",
+        action="store_true",
+        help="also the task benchmark on the real 1.5B model (tasks.py: ~20 minutes, its time "
+        "outside the 3-minute target; --quick runs three of its tasks)",
+    )
     args = parser.parse_args()
     byte_compile()
     start = time.monotonic()
     outcomes = [run(script, quick if args.quick else full) for script, full, quick in BENCHMARKS]
     elapsed = time.monotonic() - start
+    if args.tasks:
+        only = ["--only", *TASKS_QUICK] if args.quick else []
+        outcomes.append(run("tasks.py", only, timeout=TASKS_TIMEOUT))
     text, ok = table(outcomes)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"Run {stamp} on {machine()}; whole run {elapsed:.0f} s (target < 180 s).\n")

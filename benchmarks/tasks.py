@@ -1,17 +1,19 @@
-"""The task benchmark (a skeleton, issue 31): small coding tasks in tiny repositories it writes,
-each run through `acp-server run` on a local model and scored by its effect (a file's
-contents, `pytest` passing, the answer holding a fact only a tool could find), never by how
-the model words it.
+"""The task benchmark (issue 31): small coding tasks in tiny repositories it writes, each run
+through `acp-server run` on a local model and scored by its effect (a file's contents, `pytest`
+passing, the answer holding a fact only a tool could find), never by how the model words it.
 
 Run: python benchmarks/tasks.py [--model local:/path/to/model.gguf] [--only NAME ...]
+(or `python benchmarks/run_all.py --tasks`, which adds its figures to the table).
 
 Without --model it uses the tool-model tier's Qwen2.5-Coder-1.5B (tests/support/tool_model.py:
 assembled from pinned packages, sha256 checked). Each task gets a fresh folder, temperature 0
 (the local default), 2 threads, an 8,192-token window (in 4,096 the compact tool profile
-leaves grep, list_directory and write_file out), at most 8 model requests and
-`--timeout` seconds. It prints one line per task (passed or not, wall time) and the pass rate;
-the model requests, tokens and prompt-cache reuse per task are not reported yet. It is not in
-run_all.py: one pass takes many minutes on 2 cores.
+leaves grep, list_directory and write_file out), at most 8 model requests and `--timeout`
+seconds. One line per task: passed or not, wall time, exit status, the model requests (the
+embedded server's log), the prompt and reply tokens (run's tokens line) and the share of the
+prompt tokens llama.cpp's prefix cache served (its own log, ACP_SERVER_LOCAL_VERBOSE=1); then
+the pass rate (target: three in four) and the totals as BENCH figures. One pass takes ~15-25
+minutes on 2 quiet cores.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from common import emit  # noqa: E402  (benchmarks/ is on the path when run as a script)
 
 Check = Callable[[Path, str], bool]  # (the task's folder, the answer printed) -> passed
 
@@ -173,7 +178,32 @@ class Outcome:
     passed: bool
     seconds: float
     exit_code: int
+    requests: int = 0  # chat requests the model server answered
+    tokens_in: int = 0  # prompt tokens, as the agent counted what the server reported
+    tokens_out: int = 0
+    cached: int = 0  # prompt tokens llama.cpp's prefix cache served (its own log)
     tail: str = ""  # the end of what run printed, to see why a task failed
+
+    @property
+    def reuse(self) -> float:
+        return self.cached / self.tokens_in if self.tokens_in else 0.0
+
+
+_TOKENS = re.compile(r"\[tokens: ([\d,]+) in, ([\d,]+) out")
+_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
+
+
+def measured(outcome: Outcome, said: str, server_log: str) -> Outcome:
+    """The task's requests, tokens and cache reuse, from what run printed (its tokens line)
+    and the embedded server's log (one POST per chat request; llama-cpp-python's own prefix
+    cache hits, written with ACP_SERVER_LOCAL_VERBOSE=1)."""
+    found = _TOKENS.search(said)
+    if found:
+        outcome.tokens_in = int(found.group(1).replace(",", ""))
+        outcome.tokens_out = int(found.group(2).replace(",", ""))
+    outcome.requests = server_log.count("POST /v1/chat/completions")
+    outcome.cached = sum(int(hit) for hit in _HIT.findall(server_log))
+    return outcome
 
 
 def run_task(task: Task, model: str, timeout: float) -> Outcome:
@@ -182,11 +212,13 @@ def run_task(task: Task, model: str, timeout: float) -> Outcome:
         repo.mkdir()
         for name, text in task.files.items():
             (repo / name).write_text(text, encoding="utf-8")
+        data = Path(folder) / "data"
         env = {
             **os.environ,
             "ACP_SERVER_LOCAL_CONTEXT": "8192",
             "ACP_SERVER_LOCAL_THREADS": "2",
-            "ACP_SERVER_DATA_DIR": str(Path(folder) / "data"),
+            "ACP_SERVER_LOCAL_VERBOSE": "1",
+            "ACP_SERVER_DATA_DIR": str(data),
             "ACP_SERVER_DISCOVER": "0",
         }
         argv = [sys.executable, "-m", "acp_server", "run", "--model", model, "--yes"]
@@ -198,7 +230,10 @@ def run_task(task: Task, model: str, timeout: float) -> Outcome:
         except subprocess.TimeoutExpired:
             answer, code, said = "", -1, "(timed out)"
         seconds = time.monotonic() - start
-        return Outcome(task.name, task.check(repo, answer), seconds, code, said[-600:])
+        log = data / "local-model.log"
+        server_log = log.read_text("utf-8", "replace") if log.exists() else ""
+        outcome = Outcome(task.name, task.check(repo, answer), seconds, code, tail=said[-600:])
+        return measured(outcome, said, server_log)
 
 
 def main() -> int:
@@ -206,23 +241,46 @@ def main() -> int:
     parser.add_argument("--model", help="PROVIDER:MODEL (default: the tool-model tier's file)")
     parser.add_argument("--only", nargs="*", default=[], help="task names to run")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per task")
+    parser.add_argument("--label", default="", help="a name for the model in the figures")
     args = parser.parse_args()
     model = args.model
     if model is None:
         from tests.support.tool_model import assemble, cache_dir
 
         model = f"local:{assemble(cache_dir())}"
+    label = args.label or Path(model.split(":", 1)[-1]).stem
     chosen = [t for t in TASKS if not args.only or t.name in args.only]
     outcomes = []
+    print("pass  wall s  exit  requests  tokens in/out  cache reuse  task")
     for task in chosen:
-        outcome = run_task(task, model, args.timeout)
-        outcomes.append(outcome)
-        mark = "pass" if outcome.passed else "FAIL"
-        print(f"{mark}  {outcome.seconds:7.1f} s  exit {outcome.exit_code:3d}  {task.name}")
-        if not outcome.passed:
-            print("      " + outcome.tail.replace("\n", "\n      "))
+        o = run_task(task, model, args.timeout)
+        outcomes.append(o)
+        mark = "pass" if o.passed else "FAIL"
+        print(
+            f"{mark} {o.seconds:7.1f} {o.exit_code:5d} {o.requests:9d} "
+            f"{o.tokens_in:7,}/{o.tokens_out:<6,} {100 * o.reuse:9.0f} %  {task.name}",
+            flush=True,
+        )
+        if not o.passed:
+            print("      " + o.tail.replace("\n", "\n      "))
     passed = sum(o.passed for o in outcomes)
+    total_in = sum(o.tokens_in for o in outcomes)
+    reuse = sum(o.cached for o in outcomes) / total_in if total_in else 0.0
     print(f"{passed} of {len(outcomes)} tasks passed on {model}")
+    emit(
+        f"tasks passed ({label})",
+        passed,
+        "tasks",
+        f">= {0.75 * len(outcomes):g}",
+        passed >= 0.75 * len(outcomes),
+    )
+    for name, value, unit in (
+        ("model requests", sum(o.requests for o in outcomes), "requests"),
+        ("prompt tokens", total_in, "tokens"),
+        ("prompt cache reuse", 100 * reuse, "%"),
+        ("wall time", sum(o.seconds for o in outcomes), "s"),
+    ):
+        emit(f"tasks {name} ({label})", value, unit, "-", True)
     return 0
 
 
