@@ -56,8 +56,12 @@ NotificationHandler = Callable[[Params], Awaitable[None] | None]
 ReadChunk = Callable[[], Awaitable[bytes]]
 
 
+GONE_CHECK = 0.25  # seconds: how often, after end of input, whether the client is gone
+
+
 class Sink(Protocol):
-    """Where frames go: one ordered byte sink."""
+    """Where frames go: one ordered byte sink (one with a `gone` attribute says when its
+    reader has closed it)."""
 
     def write(self, data: bytes) -> None: ...
 
@@ -133,10 +137,16 @@ class Connection:
         """At end of input, answer every request already received; ours can get no answer."""
         # Piping a few requests and closing stdin is how scripted tests drive a server:
         # cancelling at EOF answered the last of them with -32800.
+        # A client that is gone (it closed its end of our output too: killed, or crashed) gets
+        # nothing more from them: they end now, instead of running on unseen (a turn with a slow
+        # local model ran tools for minutes after its editor was killed).
         self._input_closed = True
         self._fail_pending("the client closed its input, so it can no longer answer requests")
         while running := [t for t in (*self._inflight.values(), *self._background) if not t.done()]:
-            await asyncio.wait(running)
+            await asyncio.wait(running, timeout=GONE_CHECK)
+            if getattr(self._sink, "gone", False):
+                log.info("the client is gone: the %d requests in progress end", len(running))
+                return  # serve() closes: they are cancelled
 
     def _dispatch(self, line: bytes | jsonline.TooLong) -> None:
         if isinstance(line, jsonline.TooLong):

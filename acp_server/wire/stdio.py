@@ -76,6 +76,11 @@ class _PipeSink:
         if not self._writer.is_closing():
             self._writer.write(data)
 
+    @property
+    def gone(self) -> bool:
+        """The reader closed its end of the pipe (asyncio notices it between writes too)."""
+        return self._writer.is_closing()
+
     async def drain(self) -> None:
         self._flush()
         if not self._writer.is_closing():

@@ -468,3 +468,60 @@ async def test_the_chosen_mode_survives_a_restart(
     answer = await third.request("session/resume", {"sessionId": session, "cwd": str(tmp_path)})
     assert answer["result"]["modes"]["currentModeId"] == "accept_edits"
     await stop(third)
+
+
+@pytest.mark.timeout(120)
+def test_a_client_that_is_gone_ends_the_turn_in_progress(
+    script: Callable[[list[dict[str, Any]]], Path], tmp_path: Path
+) -> None:
+    """An editor killed mid-turn closes both pipes: the server stops the turn (and the command it
+    runs) and exits, where it ran the turn to its end unseen. A client that only closes its
+    input (a piped script) still gets its answers: tests/unit/test_wire_jsonrpc.py."""
+    import json
+    import os
+    import subprocess
+
+    from tests.support.raw import console_script
+
+    rounds: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 60"}}]},
+        {"text": "Done."},
+    ]
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {
+        **os.environ,
+        "ACP_SERVER_DATA_DIR": str(tmp_path / "data"),
+        "HOME": str(tmp_path),
+        "ACP_SERVER_SANDBOX": "workspace-write",  # the command runs without asking
+    }
+    proc = subprocess.Popen(
+        [console_script(), "--script", str(script(rounds))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(req_id: int, method: str, params: dict[str, Any]) -> None:
+        frame = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}
+        proc.stdin.write(json.dumps(frame).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    def until(marker: bytes) -> bytes:
+        while marker not in (line := proc.stdout.readline()):  # type: ignore[union-attr]
+            assert line, "the server closed its output"
+        return line
+
+    send(1, "initialize", {"protocolVersion": 1})
+    until(b'"id":1')
+    send(2, "session/new", {"cwd": str(project), "mcpServers": []})
+    session = json.loads(until(b'"id":2'))["result"]["sessionId"]
+    send(3, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]})
+    until(b'"status":"in_progress"')  # the command runs
+    start = time.monotonic()
+    proc.stdout.close()
+    proc.stdin.close()
+    assert proc.wait(timeout=50) == 0  # the command alone would have taken 60 s
+    assert time.monotonic() - start < 50
