@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from acp_server.doctor.mcp import hint, probe, size
 from acp_server.errors import InvalidParams
-from acp_server.tools.mcp_config import ServerConfig, from_editor
+from acp_server.tools.mcp.config import ServerConfig, from_editor
 
 
 def check_mcp(text: str, out: TextIO, cwd: Path | None = None) -> int:

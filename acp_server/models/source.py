@@ -39,7 +39,7 @@ from acp_server.models.catalogue import Catalogue, ModelChoiceError, ModelEntry,
 from acp_server.settings import FetchSettings
 
 if TYPE_CHECKING:
-    from acp_server.tools.mcp_config import ServerConfig
+    from acp_server.tools.mcp.config import ServerConfig
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from acp_server.session.session import SendUpdate, Session
     from acp_server.store.database import Store
     from acp_server.store.transcript import NullRecorder, Recorder
-    from acp_server.tools.mcp_config import ServerConfig
+    from acp_server.tools.mcp.config import ServerConfig
 
 log = logging.getLogger(__name__)
 

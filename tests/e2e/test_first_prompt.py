@@ -154,7 +154,7 @@ NOT_FOR_INITIALIZE = (
     "acp_server.session.session",
     "acp_server.store.database",
     "acp_server.tools.base",
-    "acp_server.tools.mcp_config",
+    "acp_server.tools.mcp.config",
     "acp_server.agent.loop",
     "acp_server.backends.select",  # the backends' construction: at the first prompt
     "shutil",  # argparse asks it for the terminal's width, and it loads three compressors

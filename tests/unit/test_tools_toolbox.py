@@ -129,7 +129,7 @@ async def test_deferred_mcp_tools_are_found_through_search_and_then_offered(
 ) -> None:
     from acp_server.context.profile import ToolRoom
     from acp_server.context.tokens import Estimator
-    from acp_server.tools.tool_search import SEARCH_TOOL, McpTool, ToolCatalog
+    from acp_server.tools.mcp.tool_search import SEARCH_TOOL, McpTool, ToolCatalog
 
     async def ran(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         return ToolOutcome("42 commits")

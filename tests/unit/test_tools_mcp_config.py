@@ -11,7 +11,7 @@ import pytest
 
 from acp_server.config.file import ConfigError, load_config
 from acp_server.errors import InvalidParams
-from acp_server.tools.mcp_config import ServerConfig, from_editor, merged, pairs, tool_name
+from acp_server.tools.mcp.config import ServerConfig, from_editor, merged, pairs, tool_name
 
 VALID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 

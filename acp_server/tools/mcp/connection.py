@@ -26,10 +26,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
 
 from acp_server import __version__
-from acp_server.tools import mcp_stdio
 from acp_server.tools.base import ToolFailure
-from acp_server.tools.mcp_config import ServerConfig
-from acp_server.tools.mcp_elicit import Asker
+from acp_server.tools.mcp import stdio as mcp_stdio
+from acp_server.tools.mcp.config import ServerConfig
+from acp_server.tools.mcp.elicit import Asker
 
 if TYPE_CHECKING:
     import httpx2  # the `mcp` package's HTTP client, not one of our dependencies

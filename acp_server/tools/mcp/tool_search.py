@@ -23,7 +23,7 @@ from typing import Any
 from acp_server.context.profile import ToolRoom, first_sentence
 from acp_server.messages import ToolSpec
 from acp_server.tools.base import Presentation, Tool, ToolContext, ToolOutcome
-from acp_server.tools.mcp_config import ToolsMode
+from acp_server.tools.mcp.config import ToolsMode
 
 TOOL_SHARE = 0.15  # of the window, the most the MCP tools' descriptions may take
 SEARCH_TOOL = "search_tools"

@@ -32,8 +32,8 @@ from acp_server.tools.base import (
     ToolOutcome,
 )
 from acp_server.tools.base import text_content as text_content
-from acp_server.tools.mcp import McpConnection
-from acp_server.tools.mcp_config import tool_name
+from acp_server.tools.mcp.config import tool_name
+from acp_server.tools.mcp.connection import McpConnection
 
 log = logging.getLogger(__name__)
 

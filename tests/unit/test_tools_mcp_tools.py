@@ -5,7 +5,7 @@ from __future__ import annotations
 import mcp.types as types
 
 from acp_server.messages import ImagePart
-from acp_server.tools.mcp_tools import kind_of, outcome, problems
+from acp_server.tools.mcp.tools import kind_of, outcome, problems
 
 
 def test_text_and_image_pass_through_and_the_model_gets_the_image() -> None:

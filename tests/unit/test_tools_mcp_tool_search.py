@@ -9,8 +9,8 @@ from acp_server.context.profile import ToolRoom
 from acp_server.context.tokens import Estimator
 from acp_server.messages import ToolSpec
 from acp_server.tools.base import Presentation, Tool, ToolContext, ToolOutcome
-from acp_server.tools.mcp_config import ToolsMode
-from acp_server.tools.tool_search import SEARCH_TOOL, McpTool, ToolCatalog, rank, spec_of, words
+from acp_server.tools.mcp.config import ToolsMode
+from acp_server.tools.mcp.tool_search import SEARCH_TOOL, McpTool, ToolCatalog, rank, spec_of, words
 
 
 def tool(name: str, description: str, padding: int = 0) -> Tool:

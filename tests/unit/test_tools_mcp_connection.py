@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from acp_server.tools.mcp import McpConnection
-from acp_server.tools.mcp_config import ServerConfig, Transport
+from acp_server.tools.mcp.config import ServerConfig, Transport
+from acp_server.tools.mcp.connection import McpConnection
 
 
 def closed_port() -> int:

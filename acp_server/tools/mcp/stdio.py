@@ -22,8 +22,8 @@ import mcp.types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from acp_server.tools import mcp_procs
-from acp_server.tools.mcp_config import ServerConfig
+from acp_server.tools.mcp import procs as mcp_procs
+from acp_server.tools.mcp.config import ServerConfig
 from acp_server.tools.procgroup import stop_group
 
 log = logging.getLogger(__name__)
