@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 METER_MODULES = (
     "acp_server.agent.turn_context",
     "acp_server.tools.toolbox",
-    "acp_server.tools.edit",
+    "acp_server.tools.files.edit",
     "acp_server.tools.search",
     "acp_server.tools.shell",
     "acp_server.tools.web",

@@ -26,7 +26,7 @@ from acp_server.tools.base import (
     clip,
     text_content,
 )
-from acp_server.tools.fs import arg_path, shown_path
+from acp_server.tools.files.fs import arg_path, shown_path
 from acp_server.tools.grep import (
     GREP as GREP,  # the tool list takes both search tools from here
 )

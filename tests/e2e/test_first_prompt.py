@@ -114,7 +114,7 @@ async def test_well_formed_tool_calls_do_not_import_jsonschema(
     await server.wait()
     stderr = await server.stderr_text()
     imported = {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines()}
-    assert "acp_server.tools.edit" in imported  # the listing is there
+    assert "acp_server.tools.files.edit" in imported  # the listing is there
     assert "jsonschema" not in imported
 
 

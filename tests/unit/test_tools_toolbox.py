@@ -78,7 +78,7 @@ async def test_unanswered_cleanup_is_bounded(
 
 def test_decorated_tool_names_still_find_the_tool(tmp_path: Path) -> None:
     """llama.cpp's function-calling template made SmolLM2 call `read_file:`."""
-    from acp_server.tools.fs import READ_FILE
+    from acp_server.tools.files.fs import READ_FILE
 
     box = Toolbox(
         [READ_FILE],

@@ -37,8 +37,8 @@ from acp_server.tools.base import (
     text_content,
     text_of,
 )
+from acp_server.tools.files.image import image_type_of, read_image
 from acp_server.tools.ignore import EVERYTHING, NEVER, Rules, Scope
-from acp_server.tools.image_file import image_type_of, read_image
 
 READ_DEFAULT_LINES = 2000
 READ_MAX_CHARS = 100_000
@@ -79,7 +79,7 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     await ctx.permit(Permit(paths=(target.shown,), through_link=target.through_link))
     shown = shown_path(target.shown, ctx)
     got = await asyncio.to_thread(_local_read, target, ctx.client.can_read, shown)
-    if isinstance(got, ToolOutcome):  # a picture: the model looks at it (see image_file)
+    if isinstance(got, ToolOutcome):  # a picture: the model looks at it (see `image`)
         return got
     wanted = limit or READ_DEFAULT_LINES
     if got is None:

@@ -19,8 +19,8 @@ from acp_server import schemas
 from acp_server.editor_api import ClientRequestFailed, EditorApi, NoEditor
 from acp_server.permissions import Permit
 from acp_server.tools.base import Tool, ToolContext, ToolFailure, ToolOutcome
-from acp_server.tools.edit import EDIT_FILE, first_changed_line
-from acp_server.tools.fs import LIST_DIRECTORY, READ_FILE, WRITE_FILE
+from acp_server.tools.files.edit import EDIT_FILE, first_changed_line
+from acp_server.tools.files.fs import LIST_DIRECTORY, READ_FILE, WRITE_FILE
 
 
 class MemoryEditor:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from acp_server.confine import files
-from acp_server.tools import image_file
 from acp_server.tools.base import ToolFailure, ToolOutcome
-from acp_server.tools.image_file import image_type
+from acp_server.tools.files import image as image_file
+from acp_server.tools.files.image import image_type
 
 
 def read_image(path: Path, mime: str, shown: str) -> ToolOutcome:

@@ -25,7 +25,7 @@ from acp_server.tools.base import (
     local_bytes,
     text_of,
 )
-from acp_server.tools.fs import arg_path, current_text, shown_path, to_crlf, uses_crlf
+from acp_server.tools.files.fs import arg_path, current_text, shown_path, to_crlf, uses_crlf
 
 EXACTNESS = (
     "old_text must match the file exactly, including whitespace, indentation and line breaks."
