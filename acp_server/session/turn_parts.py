@@ -44,7 +44,7 @@ METER_MODULES = (
     "acp_server.agent.turn_context",
     "acp_server.tools.toolbox",
     "acp_server.tools.files.edit",
-    "acp_server.tools.search",
+    "acp_server.tools.search.glob",
     "acp_server.tools.shell",
     "acp_server.tools.web",
     "acp_server.tools.task",

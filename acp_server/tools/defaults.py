@@ -9,8 +9,9 @@ from acp_server.tools.base import Tool
 def default_tools(fetch: FetchSettings | None = None) -> list[Tool]:
     """`fetch` says whether fetch_url is offered and what it may reach (default: offered,
     public addresses only)."""
-    from acp_server.tools import job_tools, plan, search, shell, web
+    from acp_server.tools import job_tools, plan, shell, web
     from acp_server.tools.files import edit, fs
+    from acp_server.tools.search import glob as search
 
     fetch = fetch or FetchSettings()
     return [

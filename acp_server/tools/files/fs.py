@@ -38,7 +38,7 @@ from acp_server.tools.base import (
     text_of,
 )
 from acp_server.tools.files.image import image_type_of, read_image
-from acp_server.tools.ignore import EVERYTHING, NEVER, Rules, Scope
+from acp_server.tools.search.ignore import EVERYTHING, NEVER, Rules, Scope
 
 READ_DEFAULT_LINES = 2000
 READ_MAX_CHARS = 100_000

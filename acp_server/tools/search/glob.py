@@ -27,10 +27,10 @@ from acp_server.tools.base import (
     text_content,
 )
 from acp_server.tools.files.fs import arg_path, shown_path
-from acp_server.tools.grep import (
+from acp_server.tools.search.grep import (
     GREP as GREP,  # the tool list takes both search tools from here
 )
-from acp_server.tools.grep import (
+from acp_server.tools.search.grep import (
     MODEL_MAX_CHARS,
     SHOW_MAX_CHARS,
     not_listed,
@@ -38,9 +38,9 @@ from acp_server.tools.grep import (
     short,
     shown_dir,
 )
-from acp_server.tools.ignore import Scope
-from acp_server.tools.rg import rg_binary, scope_args, stream
-from acp_server.tools.walk import (
+from acp_server.tools.search.ignore import Scope
+from acp_server.tools.search.rg import rg_binary, scope_args, stream
+from acp_server.tools.search.walk import (
     GLOB_MAX_COLLECTED,
     find_matches,
     in_thread,

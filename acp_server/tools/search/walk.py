@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from acp_server.tools.ignore import DEFAULT, Rules, Scope
+from acp_server.tools.search.ignore import DEFAULT, Rules, Scope
 
 GLOB_MAX_COLLECTED = 100_000
 _MAGIC = re.compile(r"[*?\[{]")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from acp_server.tools.base import ToolFailure
-from acp_server.tools.search import GREP
+from acp_server.tools.search.glob import GREP
 from tests.support.search_engines import SAMPLE, Harness, tree
 
 
@@ -146,7 +146,7 @@ async def test_a_class_without_line_breaks_needs_no_multiline(h: Harness) -> Non
 def test_a_fifo_in_the_project_is_passed_over_without_waiting(tmp_path: Path) -> None:
     """A FIFO made by a command: reading it would wait for a writer forever (the Python
     search runs where rg is missing). A timer ends such a wait, so a failure cannot hang."""
-    from acp_server.tools.grep_engine import searchable_text
+    from acp_server.tools.search.grep_engine import searchable_text
 
     fifo = tmp_path / "pipe.txt"
     os.mkfifo(fifo)

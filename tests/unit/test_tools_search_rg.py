@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from acp_server.tools.base import ToolFailure
-from acp_server.tools.rg import RG_ENV, rg_binary, stream
-from acp_server.tools.search import GREP
+from acp_server.tools.search.glob import GREP
+from acp_server.tools.search.rg import RG_ENV, rg_binary, stream
 from tests.support.search_engines import Harness, tree
 
 

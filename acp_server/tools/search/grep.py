@@ -27,7 +27,7 @@ from acp_server.tools.base import (
     text_content,
 )
 from acp_server.tools.files.fs import arg_path, shown_path
-from acp_server.tools.grep_engine import (
+from acp_server.tools.search.grep_engine import (
     GrepQuery,
     GrepResult,
     Hit,
@@ -35,10 +35,10 @@ from acp_server.tools.grep_engine import (
     not_searchable,
     python_regex,
 )
-from acp_server.tools.grep_rg import RegexRejected, grep_rg
-from acp_server.tools.ignore import Scope
-from acp_server.tools.rg import rg_binary
-from acp_server.tools.walk import in_thread, pattern_regex, segment_regex
+from acp_server.tools.search.grep_rg import RegexRejected, grep_rg
+from acp_server.tools.search.ignore import Scope
+from acp_server.tools.search.rg import rg_binary
+from acp_server.tools.search.walk import in_thread, pattern_regex, segment_regex
 
 GREP_DEFAULT_RESULTS = 200
 GREP_MAX_RESULTS = 2000

@@ -13,8 +13,8 @@ from jsonschema import Draft202012Validator
 
 from acp_server import schemas
 from acp_server.tools.base import Tool, ToolFailure
-from acp_server.tools.search import GLOB, GREP
-from acp_server.tools.walk import in_thread, pattern_regex, split_pattern
+from acp_server.tools.search.glob import GLOB, GREP
+from acp_server.tools.search.walk import in_thread, pattern_regex, split_pattern
 from tests.support.search_engines import SAMPLE, Harness, tree
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acp_server.tools.base import ToolFailure
-from acp_server.tools.ignore import BUILT_IN_IGNORED, NEVER, Scope, git_root, global_excludes
+from acp_server.tools.search.ignore import BUILT_IN_IGNORED, NEVER, Scope, git_root, global_excludes
 
 RG_ENV = "ACP_SERVER_RG"
 CHUNK = 1 << 16

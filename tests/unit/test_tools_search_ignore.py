@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.tools.ignore import Rules, Scope, global_excludes
-from acp_server.tools.search import GLOB, GREP
+from acp_server.tools.search.glob import GLOB, GREP
+from acp_server.tools.search.ignore import Rules, Scope, global_excludes
 from tests.support.search_engines import Harness, tree
 
 VISIBLE = ["keep.log", "src/app.py", "sub/deeper/local.txt", "sub/main.txt"]

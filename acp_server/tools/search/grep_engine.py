@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acp_server.tools.base import ToolFailure
-from acp_server.tools.ignore import DEFAULT, Scope
-from acp_server.tools.walk import walk
+from acp_server.tools.search.ignore import DEFAULT, Scope
+from acp_server.tools.search.walk import walk
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from acp_server.tools.grep_engine import MAX_FILE_BYTES, GrepQuery, GrepResult, Hit
-from acp_server.tools.rg import scope_args, stream
+from acp_server.tools.search.grep_engine import MAX_FILE_BYTES, GrepQuery, GrepResult, Hit
+from acp_server.tools.search.rg import scope_args, stream
 
 _LINE = re.compile(rb"(\d+)([:-])")
 MAX_COLUMNS = 1000  # longer lines arrive as a preview; the tool shows 300 characters anyway
