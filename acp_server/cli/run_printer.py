@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from acp_server.cli.export import unified_diff
 from acp_server.cli.run_output import command_output, tail
-from acp_server.tools.shell import NO_OUTPUT
+from acp_server.tools.commands.shell import NO_OUTPUT
 from acp_server.wire.jsonrpc import Params
 
 DIM, RED, GREEN, CYAN = "2", "31", "32", "36"

@@ -188,7 +188,7 @@ def _on_signal(serving: asyncio.Task[None]) -> None:
         return
 
     async def stop() -> None:
-        from acp_server.tools.jobs import close_everywhere
+        from acp_server.tools.commands.jobs import close_everywhere
 
         try:
             await close_everywhere(BACKGROUND_SECONDS)

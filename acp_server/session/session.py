@@ -46,7 +46,7 @@ from acp_server.session.voice import Emit, Voice, live
 from acp_server.settings import Settings
 from acp_server.store.database import SaveFailed, iso
 from acp_server.store.transcript import NullRecorder, Recorder
-from acp_server.tools.jobs import Jobs
+from acp_server.tools.commands.jobs import Jobs
 from acp_server.tools.mcp.config import ServerConfig
 from acp_server.workspace.workspace import Workspace, instruct, user_folder
 

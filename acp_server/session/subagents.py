@@ -38,7 +38,7 @@ from acp_server.session.text import subagent_prompt
 from acp_server.settings import Settings
 from acp_server.store.transcript import NullRecorder, Recorder
 from acp_server.tools.base import CancelledByUser, Tool, ToolContext, ToolOutcome
-from acp_server.tools.jobs import Jobs
+from acp_server.tools.commands.jobs import Jobs
 from acp_server.tools.task import NAME, Job, answer_text
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from acp_server.session.model import SessionModel
 from acp_server.session.text import system_prompt
 from acp_server.session.voice import Emit
 from acp_server.settings import Settings
-from acp_server.tools.jobs import Jobs
+from acp_server.tools.commands.jobs import Jobs
 
 if TYPE_CHECKING:
     from acp_server.agent.loop import ToolRunner
@@ -45,7 +45,7 @@ METER_MODULES = (
     "acp_server.tools.toolbox",
     "acp_server.tools.files.edit",
     "acp_server.tools.search.glob",
-    "acp_server.tools.shell",
+    "acp_server.tools.commands.shell",
     "acp_server.tools.web",
     "acp_server.tools.task",
 )

@@ -25,7 +25,7 @@ from acp_server.confine.sandbox import Sandbox
 from acp_server.editor_api import EditorApi
 from acp_server.messages import ImagePart
 from acp_server.permissions import Effect, Permit
-from acp_server.tools.jobs import Jobs
+from acp_server.tools.commands.jobs import Jobs
 from acp_server.updates import text_content as text_content  # re-exported for the tools
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ from acp_server.tools.base import Tool
 def default_tools(fetch: FetchSettings | None = None) -> list[Tool]:
     """`fetch` says whether fetch_url is offered and what it may reach (default: offered,
     public addresses only)."""
-    from acp_server.tools import job_tools, plan, shell, web
+    from acp_server.tools import plan, web
+    from acp_server.tools.commands import job_tools, shell
     from acp_server.tools.files import edit, fs
     from acp_server.tools.search import glob as search
 

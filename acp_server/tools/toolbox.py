@@ -34,7 +34,7 @@ from acp_server.tools.base import (
     ToolOutcome,
     settle,
 )
-from acp_server.tools.jobs import Jobs
+from acp_server.tools.commands.jobs import Jobs
 from acp_server.tools.mcp.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)

@@ -107,7 +107,7 @@ class RecordsPermission(NoEditor):
 
 async def test_a_command_with_backticks_stays_inside_its_fence(tmp_path: Path) -> None:
     from acp_server.markdown import fence
-    from acp_server.tools.shell import RUN_COMMAND
+    from acp_server.tools.commands.shell import RUN_COMMAND
 
     client = RecordsPermission()
     box = Toolbox(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import atexit
 import logging
 
-from acp_server.tools.procgroup import end_groups
+from acp_server.tools.commands.procgroup import end_groups
 
 log = logging.getLogger(__name__)
 

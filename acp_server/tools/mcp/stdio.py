@@ -22,9 +22,9 @@ import mcp.types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from acp_server.tools.commands.procgroup import stop_group
 from acp_server.tools.mcp import procs as mcp_procs
 from acp_server.tools.mcp.config import ServerConfig
-from acp_server.tools.procgroup import stop_group
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from acp_server.tools.job_tools import MODEL_MAX_CHARS, listing, render
-from acp_server.tools.jobs import Chunk, Job, Jobs
+from acp_server.tools.commands.job_tools import MODEL_MAX_CHARS, listing, render
+from acp_server.tools.commands.jobs import Chunk, Job, Jobs
 
 
 class Idle(Job):

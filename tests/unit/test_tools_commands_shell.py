@@ -17,7 +17,7 @@ from acp_server import schemas
 from acp_server.editor_api import NoEditor
 from acp_server.permissions import Permit
 from acp_server.tools.base import ToolContext, ToolFailure, ToolOutcome
-from acp_server.tools.shell import OUTPUT_BYTE_LIMIT, RUN_COMMAND
+from acp_server.tools.commands.shell import OUTPUT_BYTE_LIMIT, RUN_COMMAND
 
 HAS_PROC = Path("/proc/self/stat").exists()
 needs_proc = pytest.mark.skipif(not HAS_PROC, reason="process checks read /proc")

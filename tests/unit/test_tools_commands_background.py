@@ -7,8 +7,8 @@ import asyncio
 import os
 from pathlib import Path
 
-from acp_server.tools.background import LocalJob, TerminalJob, new_part
-from acp_server.tools.procgroup import group_alive
+from acp_server.tools.commands.background import LocalJob, TerminalJob, new_part
+from acp_server.tools.commands.procgroup import group_alive
 from tests.support.fake_editor import FakeEditor, InProcessClient
 
 

@@ -29,7 +29,6 @@ from acp_server.confine.sandbox import Sandbox
 from acp_server.editor_api import EditorApi
 from acp_server.markdown import fence, inline_code
 from acp_server.permissions import Permit
-from acp_server.tools.background import LocalJob, TerminalJob
 from acp_server.tools.base import (
     Presentation,
     Tool,
@@ -40,8 +39,9 @@ from acp_server.tools.base import (
     settle,
     text_content,
 )
-from acp_server.tools.jobs import Job
-from acp_server.tools.procgroup import ProcessResult, run_in_group
+from acp_server.tools.commands.background import LocalJob, TerminalJob
+from acp_server.tools.commands.jobs import Job
+from acp_server.tools.commands.procgroup import ProcessResult, run_in_group
 from acp_server.updates import tool_call_update
 
 SHELL = "/bin/sh"

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from acp_server.tools import jobs as jobs_module
-from acp_server.tools.jobs import Chunk, Job, Jobs, UnknownJob
+from acp_server.tools.commands import jobs as jobs_module
+from acp_server.tools.commands.jobs import Chunk, Job, Jobs, UnknownJob
 
 
 class FakeJob(Job):

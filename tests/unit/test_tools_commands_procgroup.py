@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.tools.procgroup import run_in_group
+from acp_server.tools.commands.procgroup import run_in_group
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from acp_server.editor_api import EditorApi
 from acp_server.tools.base import settle
-from acp_server.tools.jobs import Chunk, Job
-from acp_server.tools.procgroup import (
+from acp_server.tools.commands.jobs import Chunk, Job
+from acp_server.tools.commands.procgroup import (
     EOF_GRACE,
     end_groups,
     signal_group,

@@ -19,7 +19,7 @@ from acp_server.tools.base import (
     ToolOutcome,
     clip_end,
 )
-from acp_server.tools.jobs import Chunk, Job, Jobs, UnknownJob
+from acp_server.tools.commands.jobs import Chunk, Job, Jobs, UnknownJob
 
 MODEL_MAX_CHARS = 16_000  # of one read, what the model sees (the newest part)
 MAX_WAIT = 30.0
