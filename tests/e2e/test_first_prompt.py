@@ -156,7 +156,7 @@ NOT_FOR_INITIALIZE = (
     "acp_server.tools.base",
     "acp_server.tools.mcp.config",
     "acp_server.agent.loop",
-    "acp_server.backends.select",  # the backends' construction: at the first prompt
+    "acp_server.backends.selection.select",  # the backends' construction: at the first prompt
     "shutil",  # argparse asks it for the terminal's width, and it loads three compressors
 )
 # Never loaded by a first prompt that searches nothing: httpx's command-line client, the

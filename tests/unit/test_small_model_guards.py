@@ -19,8 +19,8 @@ from acp_server.agent.guards import REPEATED_RESULT, repeated
 from acp_server.agent.history import History
 from acp_server.agent.loop import StopReason, Turn, run_turn
 from acp_server.backends._http import RetryPolicy
-from acp_server.backends.openai import OpenAIBackend
-from acp_server.backends.textcalls import ECHO_EXPLANATION
+from acp_server.backends.openai.backend import OpenAIBackend
+from acp_server.backends.textcalls.recover import ECHO_EXPLANATION
 from acp_server.messages import Message, ToolCall, history_problems, text_message
 from acp_server.permissions import Permissions, RuleStore
 from acp_server.tools.defaults import default_tools
