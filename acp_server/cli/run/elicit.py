@@ -6,7 +6,7 @@ single key (1-9), several choices as numbers on one line, text, a number or yes/
 an empty answer leaves an optional field out, Ctrl-D declines the whole form, and Ctrl-C
 cancels the turn (the question answers `cancel`). With stdin piped nobody can be asked: the
 form is declined, saying so on stderr. Waits are registered with the permission asker
-(`run_permission.Permissions`), so the Ctrl-C that cancels the turn ends them too.
+(`permission.Permissions`), so the Ctrl-C that cancels the turn ends them too.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import termios
 import tty
 from typing import Any
 
-from acp_server.cli.run_permission import Permissions, read_line
-from acp_server.cli.run_printer import is_terminal
+from acp_server.cli.run.permission import Permissions, read_line
+from acp_server.cli.run.printer import is_terminal
 from acp_server.wire.jsonrpc import Params
 
 Answer = dict[str, Any]

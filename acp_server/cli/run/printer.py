@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from acp_server.cli.export import unified_diff
-from acp_server.cli.run_output import command_output, tail
+from acp_server.cli.run.output import command_output, tail
 from acp_server.tools.commands.shell import NO_OUTPUT
 from acp_server.wire.jsonrpc import Params
 

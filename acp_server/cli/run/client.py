@@ -1,12 +1,12 @@
 """`acp-server run "prompt"`: a headless ACP client that starts a real server over pipes.
 
 It is what an editor does, minus the editor: spawn `acp-server serve`, initialize, open a
-session (or resume a stored one, `--session ID`: `run_session.py`), send one prompt and print
+session (or resume a stored one, `--session ID`: `session.py`), send one prompt and print
 the streamed reply. The reply goes to stdout; thoughts, tool activity with diffs, notices and
-failures go to stderr (`run_printer.py`), so `acp-server run … > answer.md` keeps only the
+failures go to stderr (`printer.py`), so `acp-server run … > answer.md` keeps only the
 answer, and the exit status says whether there was one (the codes are below and in
 `run --help`). Permission is asked on the terminal, or given by `--yes`, or refused when
-nobody can be asked (`run_permission.py`).
+nobody can be asked (`permission.py`).
 
 A command line that cannot work (a `--model` that neither the built-in providers nor the
 configuration file know, a configuration file with a mistake, a `--script` that cannot be read,
@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from acp_server.backends.scripted import ScriptError, load_script
-from acp_server.cli.run_elicit import Questions
-from acp_server.cli.run_permission import Permissions, choose_policy
-from acp_server.cli.run_printer import DIM, Printer, is_terminal
-from acp_server.cli.run_session import UnknownSession, initialize, open_session, prompt
+from acp_server.cli.run.elicit import Questions
+from acp_server.cli.run.permission import Permissions, choose_policy
+from acp_server.cli.run.printer import DIM, Printer, is_terminal
+from acp_server.cli.run.session import UnknownSession, initialize, open_session, prompt
 from acp_server.errors import ConnectionClosed, RemoteError
 from acp_server.wire.jsonrpc import Connection
 

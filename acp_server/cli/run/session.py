@@ -36,7 +36,7 @@ async def initialize(conn: Connection) -> dict[str, Any]:
             "clientCapabilities": {
                 "fs": {"readTextFile": False, "writeTextFile": False},
                 "session": {"notices": {}},  # retry notices go to stderr, not into the reply
-                "elicitation": {"form": {}},  # asked on the terminal (run_elicit)
+                "elicitation": {"form": {}},  # asked on the terminal (`elicit`)
             },
             "clientInfo": {"name": "acp-server-run", "version": "1"},
         },

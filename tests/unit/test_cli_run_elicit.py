@@ -1,4 +1,4 @@
-"""`acp-server run`'s answers to a form (run_elicit), on a real pseudo-terminal: each field in
+"""`acp-server run`'s answers to a form (cli/run/elicit), on a real pseudo-terminal: each field in
 turn, a choice with one key, several as numbers, text and yes/no as lines; Ctrl-D declines,
 a cancel of the turn (Ctrl-C) cancels, and piped stdin declines saying why."""
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from acp_server.cli.run_elicit import Questions
-from acp_server.cli.run_permission import Permissions
-from acp_server.cli.run_printer import Printer
+from acp_server.cli.run.elicit import Questions
+from acp_server.cli.run.permission import Permissions
+from acp_server.cli.run.printer import Printer
 
 FORM = {
     "sessionId": "s",

@@ -16,7 +16,7 @@ import termios
 import tty
 from typing import Any, Literal
 
-from acp_server.cli.run_printer import Printer
+from acp_server.cli.run.printer import Printer
 from acp_server.wire.jsonrpc import Params
 
 Policy = Literal["yes", "ask", "refuse"]

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from acp_server.cli.run_permission import Permissions, choose_policy, option_for
-from acp_server.cli.run_printer import Printer, Style
+from acp_server.cli.run.permission import Permissions, choose_policy, option_for
+from acp_server.cli.run.printer import Printer, Style
 
 OPTIONS = [
     {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},

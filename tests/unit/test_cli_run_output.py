@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from acp_server.cli.run_output import SHOWN_CHARS, SHOWN_LINES, command_output, tail
+from acp_server.cli.run.output import SHOWN_CHARS, SHOWN_LINES, command_output, tail
 
 
 def text(value: str) -> list[dict[str, object]]:
