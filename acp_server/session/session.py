@@ -52,8 +52,8 @@ from acp_server.workspace.workspace import Workspace, instruct, user_folder
 
 if TYPE_CHECKING:
     from acp_server.models.catalogue import Catalogue
-    from acp_server.session.choice import ModelChoice
     from acp_server.session.client_prompt import ClientPrompt
+    from acp_server.session.model import ModelChoice
 
 __all__ = ["PromptOutcome", "Session"]  # PromptOutcome: from queue
 
@@ -188,7 +188,7 @@ class Session:
 
     def choose(self, config_id: str, value: object) -> list[dict[str, Any]]:
         """Set a config option (-32602 naming an unknown option or value); the whole list."""
-        from acp_server.session.choice import LEVEL_KEY, MODEL_KEY
+        from acp_server.session.model import LEVEL_KEY, MODEL_KEY
 
         if config_id == options.MODE_OPTION:
             self.set_mode(options.parse_mode(value, "value"))
