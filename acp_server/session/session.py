@@ -6,7 +6,7 @@
   running turn and every prompt queued at that moment, each answered `cancelled`;
 - a `SessionModel` (model.py): the backend, the model and thought level it was chosen by, and
   the carry-over a new choice needs before the next prompt joins the history;
-- a `CommandTable` (command_table.py), run by a `CommandRun` (commands.py) per invocation;
+- a `CommandTable` (commands/table.py), run by a `CommandRun` (commands/run.py) per invocation;
 - a `Voice` (voice.py): the one way it tells the user something;
 - its MCP servers (mcp.py), its tools, its context budget, its permissions.
 
@@ -34,12 +34,12 @@ from acp_server.errors import InvalidParams
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions
 from acp_server.session import options
-from acp_server.session.command_table import BUILTIN, CHOICE_COMMANDS, CommandTable, Invocation
-from acp_server.session.commands import CommandRun
+from acp_server.session.commands.run import CommandRun
+from acp_server.session.commands.table import BUILTIN, CHOICE_COMMANDS, CommandTable, Invocation
 from acp_server.session.mcp import McpServers
 from acp_server.session.model import SessionModel
 from acp_server.session.queue import PromptOutcome, PromptQueue
-from acp_server.session.subagents import Parent, Subagents
+from acp_server.session.subagents.children import Parent, Subagents
 from acp_server.session.text import INTERNAL_FAILURE, NOT_SAVED, title_for
 from acp_server.session.turn_parts import TurnParts
 from acp_server.session.voice import Emit, Voice, live
@@ -226,7 +226,7 @@ class Session:
     def replayed(self, update: updates.Update) -> list[tuple[str, updates.Update]]:
         """A stored update as this session's editor is shown it on load, with the session it
         goes to: a plan in the form it takes, a compaction as a card when the editor does not
-        show compactions, a subagent's work as the editor takes it (subagent_view)."""
+        show compactions, a subagent's work as the editor takes it (subagents/view)."""
         children = self.subagents.replayed(update)
         if children is not None:
             return children

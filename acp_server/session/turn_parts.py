@@ -78,7 +78,7 @@ class TurnParts:
         self._roots = roots  # the first is the working directory
         self._cache_key = cache_key  # the session's, for the servers' prompt caches
         self.client_prompt = client_prompt  # the editor's system prompt (client_prompt.py)
-        self.delegate: Delegate | None = None  # runs the task tool's jobs (subagents.py)
+        self.delegate: Delegate | None = None  # runs the task tool's jobs (subagents/children.py)
         # Changes the session's mode and announces it (Session.set_mode), for plan_ready.
         self.switch_mode: Callable[[Mode], None] | None = None
         self._editor = editor

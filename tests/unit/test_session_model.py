@@ -31,7 +31,7 @@ from acp_server.messages import (
 )
 from acp_server.models.catalogue import ModelEntry
 from acp_server.models.source import ModelSource
-from acp_server.session.command_table import BUILTIN, CHOICE_COMMANDS, CommandTable
+from acp_server.session.commands.table import BUILTIN, CHOICE_COMMANDS, CommandTable
 from acp_server.session.model import ImageRetry
 from acp_server.session.registry import Sessions
 from acp_server.session.session import Session

@@ -7,7 +7,7 @@ from typing import Any
 
 from acp_server import updates
 from acp_server.editor_api import NoEditor
-from acp_server.session import subagent_view as view
+from acp_server.session.subagents import view
 
 CHILD = "sess_child"
 ANNOUNCED = view.announcement(CHILD, "Read the notes", "Read notes.txt.")

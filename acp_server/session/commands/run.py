@@ -1,5 +1,5 @@
 """Slash commands as a session runs them: one `CommandRun` per invocation, the command's
-`CommandContext` (see command_table.py): `/compact`, `/clear`, `/model`, `/mode`, `/help`.
+`CommandContext` (see table.py): `/compact`, `/clear`, `/model`, `/mode`, `/help`.
 
 A command runs in the prompt queue like a turn (`Session.command`), shows what it says as agent
 messages recorded like a turn's (its `Voice`), and adds nothing to the history. It reaches the
@@ -18,7 +18,7 @@ from acp_server.session.text import CLEARED, INTERNAL_FAILURE
 from acp_server.session.voice import Emit, Voice
 
 if TYPE_CHECKING:
-    from acp_server.session.command_table import CommandTable, Invocation
+    from acp_server.session.commands.table import CommandTable, Invocation
 
 log = logging.getLogger(__name__)
 

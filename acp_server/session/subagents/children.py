@@ -13,7 +13,7 @@ knows the child, and the parent's turn when it does not (the request came as the
 
 Each child is stored as a session of its own marked with its parent (`PARENT_KEY`), which
 `session/list` leaves out, deleting the parent deletes, and loading the parent replays
-(`subagent_view.replay`). At most `MAX_PARALLEL` children of one parent run at once.
+(`view.replay`). At most `MAX_PARALLEL` children of one parent run at once.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from acp_server.backends import Backend
 from acp_server.editor_api import EditorApi
 from acp_server.messages import text_message
 from acp_server.permissions import Permissions
-from acp_server.session import subagent_view as view
+from acp_server.session.subagents import view
 from acp_server.session.text import subagent_prompt
 from acp_server.settings import Settings
 from acp_server.store.transcript import NullRecorder, Recorder
@@ -98,7 +98,7 @@ class Subagents:
 
     def replayed(self, update: updates.Update) -> list[tuple[str, updates.Update]] | None:
         """A stored update of the parent as its editor is shown it on load, when it concerns
-        a child (`subagent_view.replay`); None when it does not."""
+        a child (`view.replay`); None when it does not."""
         editor = self._parent.editor
         return view.replay(update, self._parent.session_id, editor.can_subagents, self._stored)
 

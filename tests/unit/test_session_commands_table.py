@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from acp_server.session.command_table import (
+from acp_server.session.commands.table import (
     BUILTIN,
     CLEAR,
     COMPACT,

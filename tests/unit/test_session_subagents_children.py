@@ -13,7 +13,7 @@ from acp_server.backends.scripted import ScriptedBackend
 from acp_server.editor_api import NoEditor
 from acp_server.messages import Event, Finish, ModelRequest, TextDelta
 from acp_server.permissions import Permissions, Permit, RuleStore
-from acp_server.session.subagents import MAX_PARALLEL, Parent, Subagents
+from acp_server.session.subagents.children import MAX_PARALLEL, Parent, Subagents
 from acp_server.settings import Settings
 from acp_server.store.transcript import NullRecorder
 from acp_server.tools.base import ToolContext, ToolOutcome
