@@ -6,6 +6,9 @@ server "does not show up", or to see what a server costs every request.
 JSON is one server as an editor sends it in `mcpServers` (stdio: `name`, `command`, `args`,
 `env`; http/sse: `type`, `name`, `url`, `headers`), or a list of them. Exit code 0 when every
 server connected, 1 otherwise (or when the JSON cannot be used).
+
+Why here and not in `tools/mcp/`: this is a command (its arguments, its printing, its exit code),
+beside `cli/doctor.py` whose option it is; the probe is `doctor/mcp.py`, the servers `tools/mcp/`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ reports that in detail (`cli.doctor_mcp`); plain `acp-server doctor` gives one l
 server of the configuration file (`mcp_checks`).
 
 No `mcp` import at module level: `probe` loads it only when there is a server to check.
+
+Why here and not in `tools/mcp/`: this is one of the doctor's checks, and uses `tools/mcp/` the
+way a session does (a connection, its tools, their size), so that it checks what sessions get.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ tools (their tools may be deferred behind `search_tools`: see `tools.mcp.tool_se
 
 The `mcp` package is imported off the event loop, and only here, when a session has servers:
 it costs most of a second, which `initialize` and sessions without servers never pay.
+
+Why here and not in `tools/mcp/`: this is the session's side of its servers (when they connect,
+how a failure reaches the user through the session, what the model is told), and it reports
+through the session's voice; `tools/mcp/` is what one server is, and sits below the sessions.
 """
 
 from __future__ import annotations
