@@ -347,7 +347,7 @@ class Session:
             history=self.history,
             emit=emit,
             max_requests=self._settings.max_turn_requests,
-            tell=voice.tell,
+            voice=voice,
             system=self._parts.system,
             context=context,
             thought_level=self._model.level,

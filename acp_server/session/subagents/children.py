@@ -35,6 +35,7 @@ from acp_server.messages import text_message
 from acp_server.permissions import Permissions
 from acp_server.session.subagents import view
 from acp_server.session.text import subagent_prompt
+from acp_server.session.voice import PlainVoice
 from acp_server.settings import Settings
 from acp_server.store.transcript import NullRecorder, Recorder
 from acp_server.tools.base import CancelledByUser, Tool, ToolContext, ToolOutcome
@@ -265,6 +266,7 @@ class Child:
             backend=backend,
             history=self.history,
             emit=self.emit,
+            voice=PlainVoice(self.emit),  # its notices: messages of the child
             tools=Toolbox(
                 tools,
                 cwd=parent.cwd,
