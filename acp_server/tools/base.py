@@ -195,6 +195,20 @@ class Tool:
     input_schema: dict[str, Any] | None = None
 
 
+def shown_path(path: Path, ctx: ToolContext) -> str:
+    """A path as a person reads it in a title: relative to the cwd when inside it."""
+    try:
+        rel = path.relative_to(ctx.cwd)
+    except ValueError:
+        return str(path)
+    return str(rel) if str(rel) != "." else str(path)
+
+
+def arg_path(args: dict[str, Any], ctx: ToolContext, key: str = "path") -> Path | None:
+    value = args.get(key)
+    return ctx.resolve(value) if isinstance(value, str) and value else None
+
+
 def diff_content(path: Path, old: str | None, new: str) -> dict[str, Any]:
     """An ACP diff item; `old` None means a new file (oldText omitted)."""
     item: dict[str, Any] = {"type": "diff", "path": str(path), "newText": new}

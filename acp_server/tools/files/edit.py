@@ -20,12 +20,14 @@ from acp_server.tools.base import (
     ToolContext,
     ToolFailure,
     ToolOutcome,
+    arg_path,
     diff_content,
     failing,
     local_bytes,
+    shown_path,
     text_of,
 )
-from acp_server.tools.files.fs import arg_path, current_text, shown_path, to_crlf, uses_crlf
+from acp_server.tools.files.fs import current_text, to_crlf, uses_crlf
 
 EXACTNESS = (
     "old_text must match the file exactly, including whitespace, indentation and line breaks."

@@ -29,11 +29,13 @@ from acp_server.tools.base import (
     ToolContext,
     ToolFailure,
     ToolOutcome,
+    arg_path,
     clip,
     diff_content,
     failing,
     for_editor,
     opened,
+    shown_path,
     text_content,
     text_of,
 )
@@ -44,20 +46,6 @@ READ_DEFAULT_LINES = 2000
 READ_MAX_CHARS = 100_000
 SHOW_MAX_CHARS = 8_000
 LIST_MAX_ENTRIES = 500
-
-
-def shown_path(path: Path, ctx: ToolContext) -> str:
-    """A path as a person reads it in a title: relative to the cwd when inside it."""
-    try:
-        rel = path.relative_to(ctx.cwd)
-    except ValueError:
-        return str(path)
-    return str(rel) if str(rel) != "." else str(path)
-
-
-def arg_path(args: dict[str, Any], ctx: ToolContext, key: str = "path") -> Path | None:
-    value = args.get(key)
-    return ctx.resolve(value) if isinstance(value, str) and value else None
 
 
 def _present_read(args: dict[str, Any], ctx: ToolContext) -> Presentation:

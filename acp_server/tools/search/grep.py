@@ -23,10 +23,11 @@ from acp_server.tools.base import (
     ToolContext,
     ToolFailure,
     ToolOutcome,
+    arg_path,
     clip,
+    shown_path,
     text_content,
 )
-from acp_server.tools.files.fs import arg_path, shown_path
 from acp_server.tools.search.grep_engine import (
     GrepQuery,
     GrepResult,
