@@ -1,4 +1,4 @@
-"""Regenerate acp_server/backends/selection/model_catalogue.json from LiteLLM's model table.
+"""Regenerate acp_server/backends/model_catalogue.json from LiteLLM's model table.
 
 LiteLLM (MIT licensed) keeps `model_prices_and_context_window.json`, the most widely used and
 most often updated table of hosted models' context windows, output limits and abilities, each
@@ -24,7 +24,7 @@ from typing import Any
 
 TABLE = "litellm/model_prices_and_context_window_backup.json"
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "acp_server" / "backends" / "selection" / "model_catalogue.json"
+OUT = ROOT / "acp_server" / "backends" / "model_catalogue.json"
 # LiteLLM provider -> the vendor whose own API it is. The first provider that names a model
 # wins, so a vendor's own entry is kept over a reseller's copy of the same name.
 PROVIDERS = {

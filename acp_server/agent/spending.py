@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_server.backends.selection.providers import Price
+from acp_server.backends.providers import Price
 from acp_server.messages import Usage
 
 

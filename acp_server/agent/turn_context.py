@@ -35,7 +35,7 @@ from acp_server.agent.reply_cap import reply_cap
 from acp_server.agent.spending import Spending, Tally
 from acp_server.agent.window_lookup import WindowLookup
 from acp_server.backends import Backend
-from acp_server.backends.selection.providers import Price
+from acp_server.backends.providers import Price
 from acp_server.context import (
     ContextBudget,
     Fit,

@@ -109,7 +109,7 @@ async def _choices(config: Config, env: Mapping[str, str]) -> list[Choice]:
 
 
 def _hosted(config: Config, env: Mapping[str, str]) -> list[Choice]:
-    from acp_server.backends.selection.providers import HOSTED
+    from acp_server.backends.providers import HOSTED
 
     choices = []
     for name, hosted in HOSTED.items():

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_server import redaction, schemas
-from acp_server.backends.selection.providers import HOSTED as HOSTED
-from acp_server.backends.selection.providers import ModelConfig as ModelConfig
-from acp_server.backends.selection.providers import Price as Price
-from acp_server.backends.selection.providers import Provider as Provider
-from acp_server.backends.selection.providers import builtin_providers as builtin_providers
+from acp_server.backends.providers import HOSTED as HOSTED
+from acp_server.backends.providers import ModelConfig as ModelConfig
+from acp_server.backends.providers import Price as Price
+from acp_server.backends.providers import Provider as Provider
+from acp_server.backends.providers import builtin_providers as builtin_providers
 from acp_server.config.tomllines import KeyPath, key_lines, line_of
 from acp_server.settings import FetchSettings
 

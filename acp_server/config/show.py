@@ -92,7 +92,7 @@ def _model_lines(model: ModelConfig) -> list[str]:
 
 def _catalogue_window(model: ModelConfig, base_url: str) -> list[str]:
     """A comment with the window the model catalogue gives a model the file gives none."""
-    from acp_server.backends.selection.catalog import lookup_at
+    from acp_server.backends.catalog import lookup_at
 
     facts = lookup_at(model.id, base_url) if base_url else None
     if facts is None or facts.window is None:

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 import httpx
 
+from acp_server.backends.providers import HOSTED, Provider
 from acp_server.backends.selection.discover import discover
-from acp_server.backends.selection.providers import HOSTED, Provider
 from acp_server.doctor import Check, fail, ok
 from acp_server.doctor.remote import provider_checks
 from acp_server.doctor.setup import Setup

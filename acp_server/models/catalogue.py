@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from acp_server import redaction
+from acp_server.backends.catalog import ModelFacts, lookup_at
 from acp_server.backends.sampling import Sampling
-from acp_server.backends.selection.catalog import ModelFacts, lookup_at
 from acp_server.config.file import Config, ModelConfig, Price, Provider, builtin_providers
 from acp_server.errors import InvalidParams
 from acp_server.settings import Settings
@@ -75,7 +75,7 @@ class ModelEntry:
     adaptive_thinking: bool = False
     id_style: IdStyle = "standard"
     origin: str = "command line"  # "command line", "configuration file", "discovered"
-    facts: ModelFacts | None = None  # what the model catalogue (backends.selection.catalog) knows
+    facts: ModelFacts | None = None  # what the model catalogue (backends.catalog) knows
     sampling: Sampling = field(default_factory=Sampling)  # as configured (the env may override)
 
     @property

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from acp_server.backends import Backend
-from acp_server.backends.selection.providers import missing_provider_key
+from acp_server.backends.providers import missing_provider_key
 from acp_server.config.file import Config, ConfigError, ModelConfig, changed_since, load_config
 from acp_server.errors import InternalError, InvalidParams
 from acp_server.models.catalogue import Catalogue, ModelChoiceError, ModelEntry, build_catalogue

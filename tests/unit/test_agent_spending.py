@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from acp_server.agent.spending import Spending
-from acp_server.backends.selection.providers import Price
+from acp_server.backends.providers import Price
 from acp_server.messages import Usage
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from acp_server.agent.history import History
 from acp_server.agent.turn_context import SessionContext, TurnContext
-from acp_server.backends.selection.providers import Price
+from acp_server.backends.providers import Price
 from acp_server.context import Window
 from acp_server.messages import (
     ContextOverflow,

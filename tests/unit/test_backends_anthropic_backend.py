@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
+from acp_server.backends import catalog
 from acp_server.backends._http import RetryPolicy
 from acp_server.backends.anthropic.backend import AnthropicBackend, known_window
-from acp_server.backends.selection import catalog
 from acp_server.messages import (
     Event,
     Finish,

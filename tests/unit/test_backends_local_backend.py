@@ -10,8 +10,8 @@ import pytest
 
 from acp_server.backends.local import backend as local
 from acp_server.backends.local import server as local_server
+from acp_server.backends.providers import builtin_providers
 from acp_server.backends.selection import select
-from acp_server.backends.selection.providers import builtin_providers
 from acp_server.backends.unconfigured import UnconfiguredBackend
 from acp_server.cli.serve import choose_backend
 from acp_server.config.keys import store_key

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from acp_server import redaction
+from acp_server.backends.providers import ModelConfig, Provider, builtin_providers
 from acp_server.backends.selection.discover import Discovered, discover
-from acp_server.backends.selection.providers import ModelConfig, Provider, builtin_providers
 from acp_server.config.file import Config
 from acp_server.models.catalogue import build_catalogue
 from tests.support.mock_llm import MockLLM, running_mock_llm

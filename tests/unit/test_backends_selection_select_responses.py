@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from acp_server.backends.openai.backend import OpenAIBackend
+from acp_server.backends.providers import builtin_providers
 from acp_server.backends.responses.backend import ResponsesBackend
 from acp_server.backends.selection import select
-from acp_server.backends.selection.providers import builtin_providers
 from acp_server.backends.unconfigured import UnconfiguredBackend
 from acp_server.config.file import load_config
 from acp_server.messages import ModelRequest, StreamError, text_message

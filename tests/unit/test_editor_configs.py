@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import acp_server
-from acp_server.backends.selection.providers import builtin_providers
+from acp_server.backends.providers import builtin_providers
 from acp_server.cli import build_parser
 from acp_server.cli.sessions import build_parser as sessions_parser
 from acp_server.models.catalogue import MODEL_OPTION, THOUGHT_OPTION, split_value

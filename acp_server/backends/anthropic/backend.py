@@ -37,9 +37,9 @@ from acp_server.backends.anthropic.wire import (
     payload,
     thinking_fields,
 )
+from acp_server.backends.catalog import ModelFacts, lookup_at
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
-from acp_server.backends.selection.catalog import ModelFacts, lookup_at
 from acp_server.messages import Event, Finish, ModelRequest
 
 log = logging.getLogger(__name__)

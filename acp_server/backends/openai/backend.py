@@ -41,6 +41,7 @@ from acp_server.backends._http import (
     retrying,
     send,
 )
+from acp_server.backends.catalog import ModelFacts, lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
 from acp_server.backends.openai.wire import (
@@ -49,10 +50,9 @@ from acp_server.backends.openai.wire import (
     completion_events,
     payload,
 )
+from acp_server.backends.providers import is_local_url
 from acp_server.backends.reasoning import reasoning_as_answer, split_think_tags
 from acp_server.backends.sampling import Sampling
-from acp_server.backends.selection.catalog import ModelFacts, lookup_at, openai_reasoning
-from acp_server.backends.selection.providers import is_local_url
 from acp_server.backends.textcalls.recover import CallRecovery
 from acp_server.messages import Event, ModelRequest
 

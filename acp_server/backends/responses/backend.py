@@ -31,11 +31,11 @@ from acp_server.backends._http import (
     retrying,
     send,
 )
+from acp_server.backends.catalog import lookup_at, openai_reasoning
 from acp_server.backends.images import ImageInput
 from acp_server.backends.keys import ApiKey
+from acp_server.backends.providers import is_local_url
 from acp_server.backends.responses.wire import DIALECT, EventParser, payload
-from acp_server.backends.selection.catalog import lookup_at, openai_reasoning
-from acp_server.backends.selection.providers import is_local_url
 from acp_server.messages import Event, ModelRequest
 
 log = logging.getLogger(__name__)

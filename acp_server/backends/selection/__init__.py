@@ -1,1 +1,1 @@
-"""Choosing a model: the providers, what is known of hosted models, what local servers have."""
+"""Choosing a model: the backend `--model` or the configuration names, what local servers have."""

@@ -38,7 +38,7 @@ from acp_server.backends._http import tls_verify
 from acp_server.backends.ollama.backend import DEFAULT_NUM_CTX
 from acp_server.backends.ollama.wire import capabilities, planned_num_ctx, trained_length
 from acp_server.backends.openai.backend import window_from_models, window_from_props
-from acp_server.backends.selection.providers import ModelConfig, Provider, is_local_host
+from acp_server.backends.providers import ModelConfig, Provider, is_local_host
 from acp_server.thought import guess
 
 log = logging.getLogger(__name__)

@@ -39,11 +39,11 @@ from urllib.parse import urlsplit
 from acp_server import redaction
 from acp_server.backends import Backend, window_origin
 from acp_server.backends.local.backend import CONTEXT_ENV, embedded_allowed, install_command
+from acp_server.backends.providers import HOSTED as HOSTED
+from acp_server.backends.providers import Hosted, Provider, builtin_providers
+from acp_server.backends.providers import missing_provider_key as missing_provider_key
+from acp_server.backends.providers import ollama_url as ollama_url
 from acp_server.backends.sampling import Sampling, chosen
-from acp_server.backends.selection.providers import HOSTED as HOSTED
-from acp_server.backends.selection.providers import Hosted, Provider, builtin_providers
-from acp_server.backends.selection.providers import missing_provider_key as missing_provider_key
-from acp_server.backends.selection.providers import ollama_url as ollama_url
 
 if TYPE_CHECKING:
     from acp_server.messages import Event, ModelRequest

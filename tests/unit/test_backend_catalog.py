@@ -11,11 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from acp_server.backends import window_origin
+from acp_server.backends import catalog, window_origin
 from acp_server.backends.anthropic.backend import AnthropicBackend
 from acp_server.backends.openai.backend import OpenAIBackend
 from acp_server.backends.responses.backend import ResponsesBackend
-from acp_server.backends.selection import catalog
 from acp_server.messages import ModelRequest, text_message
 
 BASE = "http://llm.test/v1"
@@ -78,7 +77,7 @@ def test_which_models_are_openai_reasoning_models(model: str, reasoning: bool) -
 
 
 def test_every_entry_is_well_formed() -> None:
-    data = json.loads((resources.files("acp_server.backends.selection") / catalog.DATA).read_text())
+    data = json.loads((resources.files("acp_server.backends") / catalog.DATA).read_text())
     assert data["source"]["license"] == "MIT" and data["source"]["version"]
     vendors = {entry["vendor"] for entry in data["models"].values()}
     assert {"openai", "anthropic", "google", "deepseek", "mistral", "qwen"} <= vendors

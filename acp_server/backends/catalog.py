@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from acp_server.backends.selection.providers import is_local_url
+from acp_server.backends.providers import is_local_url
 
 DATA = "model_catalogue.json"
 PROPRIETARY = ("openai", "anthropic")  # vendors whose models run on their own API only
