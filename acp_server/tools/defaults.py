@@ -12,14 +12,14 @@ def default_tools(fetch: FetchSettings | None = None) -> list[Tool]:
     from acp_server.tools import plan, web
     from acp_server.tools.commands import job_tools, shell
     from acp_server.tools.files import edit, fs
-    from acp_server.tools.search import glob as search
+    from acp_server.tools.search import glob
 
     fetch = fetch or FetchSettings()
     return [
         fs.READ_FILE,
         fs.LIST_DIRECTORY,
-        search.GLOB,
-        search.GREP,
+        glob.GLOB,
+        glob.GREP,
         edit.EDIT_FILE,
         fs.WRITE_FILE,
         shell.RUN_COMMAND,

@@ -6,7 +6,7 @@ server's start-up timeout, in a task of its own that holds the connection open, 
 and calls them within the call timeout. A server that stopped (a crash) is started again once,
 at its next use; a failure the user should hear about goes to `report` once.
 
-Its tools are offered as `Tool`s (see `mcp_tools.py`): named `mcp__<server>__<tool>`, checked
+Its tools are offered as `Tool`s (see `tools.py`): named `mcp__<server>__<tool>`, checked
 against their input schema, gated like the built-in tools.
 """
 
@@ -27,7 +27,7 @@ from mcp.types import CONNECTION_CLOSED
 
 from acp_server import __version__
 from acp_server.tools.base import ToolFailure
-from acp_server.tools.mcp import stdio as mcp_stdio
+from acp_server.tools.mcp import stdio
 from acp_server.tools.mcp.config import ServerConfig
 from acp_server.tools.mcp.elicit import Asker
 
@@ -54,12 +54,12 @@ class McpConnection:
         self.session: ClientSession | None = None
         self.restarted = False
         self.broken: str | None = None  # why it stopped working, once it did
-        self._process: mcp_stdio.StdioProcess | None = None
+        self._process: stdio.StdioProcess | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._http_error: tuple[int, str] | None = None  # the last HTTP error status it answered
-        self.asker = Asker(config.name)  # its questions to the user (mcp_elicit)
+        self.asker = Asker(config.name)  # its questions to the user (`elicit`)
 
     @property
     def name(self) -> str:
@@ -150,9 +150,9 @@ class McpConnection:
             self._http_error = (response.status_code, response.reason_phrase)
 
     @contextlib.asynccontextmanager
-    async def _stdio(self) -> AsyncIterator[mcp_stdio.Streams]:
-        self._process = await mcp_stdio.spawn(self.config, self.cwd)
-        async with mcp_stdio.connected(self._process) as streams:
+    async def _stdio(self) -> AsyncIterator[stdio.Streams]:
+        self._process = await stdio.spawn(self.config, self.cwd)
+        async with stdio.connected(self._process) as streams:
             yield streams
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:

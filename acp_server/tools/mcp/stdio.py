@@ -1,7 +1,7 @@
 """The stdio transport to an MCP server: a subprocess in its own process group.
 
 Ours rather than the SDK's `stdio_client` so that we hold the process: its group is
-registered (`mcp_procs`) and ended at exit, and its stderr goes to our log line by line (never
+registered (`procs`) and ended at exit, and its stderr goes to our log line by line (never
 to our stdout, which is the wire); the last lines are kept to say why a server failed. The
 server gets a small environment (HOME, PATH, USER, … like the SDK) plus the `env` it was
 configured with; our own variables (API keys) are not passed on.
@@ -23,7 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from acp_server.tools.commands.procgroup import stop_group
-from acp_server.tools.mcp import procs as mcp_procs
+from acp_server.tools.mcp import procs
 from acp_server.tools.mcp.config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,10 @@ async def spawn(config: ServerConfig, cwd: Path) -> StdioProcess:
     except BaseException:
         with contextlib.suppress(BaseException):
             late = await start
-            mcp_procs.started(late.pid)
+            procs.started(late.pid)
             await stop(StdioProcess(config, late))
         raise
-    mcp_procs.started(proc.pid)
+    procs.started(proc.pid)
     return StdioProcess(config, proc)
 
 
@@ -158,4 +158,4 @@ async def stop(process: StdioProcess) -> None:
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
     await proc.wait()
-    mcp_procs.ended(proc.pid)
+    procs.ended(proc.pid)

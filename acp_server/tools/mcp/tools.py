@@ -1,6 +1,6 @@
 """An MCP server's tools as the model's tools, and their results as ACP content.
 
-Each tool is named `mcp__<server>__<tool>` (made safe and unique by `mcp_config.tool_name`),
+Each tool is named `mcp__<server>__<tool>` (made safe and unique by `config.tool_name`),
 carries the server's input schema (arguments are checked with jsonschema before the call) and
 goes through the same permission gate and tool-call reporting as the built-in tools. Its kind
 comes from the server's annotations: read-only tools are reads (they run without asking, like
