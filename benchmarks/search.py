@@ -32,8 +32,8 @@ from common import emit
 from acp_server.editor_api import NoEditor
 from acp_server.permissions import Permit
 from acp_server.tools.base import Tool, ToolContext
-from acp_server.tools.rg import rg_binary
-from acp_server.tools.search import GLOB, GREP
+from acp_server.tools.search.glob import GLOB, GREP
+from acp_server.tools.search.rg import rg_binary
 
 TARGET = 1.5
 RARE = "needle_[0-9]+"

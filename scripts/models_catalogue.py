@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 TABLE = "litellm/model_prices_and_context_window_backup.json"
-OUT = Path(__file__).resolve().parent.parent / "acp_server" / "backends" / "model_catalogue.json"
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "acp_server" / "backends" / "model_catalogue.json"
 # LiteLLM provider -> the vendor whose own API it is. The first provider that names a model
 # wins, so a vendor's own entry is kept over a reseller's copy of the same name.
 PROVIDERS = {

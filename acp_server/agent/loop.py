@@ -16,7 +16,6 @@ in is `agent.round`'s.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -24,7 +23,7 @@ from typing import Literal, Protocol
 from acp_server import updates
 from acp_server.agent.guards import REPEATED_RESULT, repeated
 from acp_server.agent.history import History
-from acp_server.agent.round import Reply, Tell, stream_round
+from acp_server.agent.round import Reply, stream_round
 from acp_server.agent.turn_text import (
     CANCELLED_RESULT,
     CUT_OFF_CALL,
@@ -144,14 +143,23 @@ class TurnFailure:
     message: str
 
 
+class Voice(Protocol):
+    """How the turn tells the user something of its own: `say` an agent message (shown and
+    replayed, never sent to the model), `tell` a notice. A session passes its `session.voice`."""
+
+    def say(self, text: str) -> None: ...
+
+    def tell(self, text: str, severity: str = "warning") -> None: ...
+
+
 @dataclass
 class Turn:
     backend: Backend
     history: History  # records each message the turn adds
     emit: Emit
+    voice: Voice
     tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = 50
-    tell: Tell | None = None
     system: str = ""
     context: Context = field(default_factory=Unbounded)  # fits requests, compacts, meters
     thought_level: str | None = None  # how hard the model thinks first (thought.LEVELS)
@@ -177,7 +185,7 @@ async def run_turn(turn: Turn) -> StopReason:
             if reply.error is not None:
                 # After partial text, start on a fresh paragraph: editors that ignore
                 # messageId would otherwise run the error into the reply.
-                _say(turn, ("\n\n" if reply.shown_text else "") + reply.error)
+                turn.voice.say(("\n\n" if reply.shown_text else "") + reply.error)
                 turn.failure = TurnFailure(reply.failure, reply.error)
                 return "max_tokens" if reply.finish == "length" else "end_turn"
             if reply.finish == "length":
@@ -193,7 +201,7 @@ async def run_turn(turn: Turn) -> StopReason:
         _close_open_calls(turn)
         _answer_unanswered(turn)
         for warning in turn.context.warnings:
-            _tell(turn, warning, "warning")
+            turn.voice.tell(warning, "warning")
 
 
 async def _last_round(turn: Turn) -> None:
@@ -203,10 +211,10 @@ async def _last_round(turn: Turn) -> None:
     turn.notes.append(LAST_ROUND_NOTE.format(n=turn.max_requests))
     reply = await _request(turn)
     if reply.error is not None:
-        _say(turn, ("\n\n" if reply.shown_text else "") + reply.error)
+        turn.voice.say(("\n\n" if reply.shown_text else "") + reply.error)
     for call_id in unanswered_calls(turn.history):
         _add(turn, text_message("tool", LIMIT_RESULT, tool_call_id=call_id))
-    _tell(turn, LIMIT_TEXT.format(n=turn.max_requests), "info")
+    turn.voice.tell(LIMIT_TEXT.format(n=turn.max_requests), "info")
 
 
 async def _request(turn: Turn) -> Reply:
@@ -236,7 +244,7 @@ async def _model_round(turn: Turn, request: ModelRequest) -> Reply:
     reply = Reply.start(turn.emit)
     reply.limit = request.max_tokens
     try:
-        await stream_round(turn.backend, request, reply, lambda t, s: _tell(turn, t, s))
+        await stream_round(turn.backend, request, reply, turn.voice.tell)
     finally:
         reply.end()
         message = reply.message()
@@ -252,9 +260,9 @@ def _cut_off(turn: Turn, reply: Reply) -> None:
     answered as cut off (it is never run: its arguments are incomplete)."""
     advice = OUR_LIMIT.format(limit=reply.limit) if reply.limit else SERVER_LIMIT
     if reply.text:
-        _tell(turn, CUT_OFF_TEXT.format(advice=advice), "warning")
+        turn.voice.tell(CUT_OFF_TEXT.format(advice=advice), "warning")
     for call in reply.calls:
-        _tell(turn, CUT_OFF_CALL.format(name=call.name, advice=advice), "warning")
+        turn.voice.tell(CUT_OFF_CALL.format(name=call.name, advice=advice), "warning")
     for call_id in unanswered_calls(turn.history):
         _add(turn, text_message("tool", CUT_OFF_RESULT, tool_call_id=call_id))
 
@@ -285,19 +293,6 @@ async def _run_tool(turn: Turn, call: ToolCall) -> None:
     text = turn.context.clip(outcome.text, call.name, turn.history)
     parts = ((TextPart(text),) if text else ()) + outcome.images
     _add(turn, Message(role="tool", content=parts, tool_call_id=call.id))
-
-
-def _tell(turn: Turn, text: str, severity: str) -> None:
-    if turn.tell is not None:
-        turn.tell(text, severity)
-    else:
-        _say(turn, text)
-
-
-def _say(turn: Turn, text: str) -> None:
-    """Tell the user something as an agent message (shown and replayed, not sent to the model)."""
-    message_id = f"msg_{uuid.uuid4().hex}"
-    turn.emit(updates.message_chunk("agent_message_chunk", text, message_id))
 
 
 def _close_open_calls(turn: Turn) -> None:

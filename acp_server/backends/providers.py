@@ -6,12 +6,13 @@ itself) and extra headers. Five exist without any configuration (`builtin_provid
 addressed from the environment variables users already set (OPENAI_BASE_URL / OPENAI_API_KEY
 for `openai` and for `openai-responses`, OpenAI's Responses API at the same address;
 ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY; OLLAMA_HOST), and `local`, a model file the agent runs
-itself (`backends/local.py`). A `ModelConfig` is what is known of one model (from the
+itself (`backends/local/backend.py`). A `ModelConfig` is what is known of one model (from the
 configuration file, or discovered on a local server); what is not known is None.
 
-These are plain data shared by `configfile` (which reads them from config.toml), `backends.select`
-(which builds a backend for a provider) and `backends.discover` (which finds models): they live
-here, below all three, so that none imports a layer above it.
+These are plain data shared by `configfile` (which reads them from config.toml),
+`backends.selection.select` (which builds a backend for a provider) and
+`backends.selection.discover` (which finds models): they live here, below all three, so that none
+imports a layer above it.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def builtin_providers(env: Mapping[str, str]) -> dict[str, Provider]:
     # OpenAI's API (or OPENAI_BASE_URL) through the Responses API: `openai-responses:gpt-5`.
     openai = out["openai"]
     out[RESPONSES] = Provider(RESPONSES, RESPONSES, openai.base_url, openai.api_key_env)
-    # A GGUF file the agent runs itself (backends/local.py): `local:smollm2`, `local:/a.gguf`.
+    # A GGUF file the agent runs itself (backends/local/): `local:smollm2`, `local:/a.gguf`.
     out["local"] = Provider("local", "local", LOCAL_URL)
     return out
 

@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return login.login(args) if args.command == "login" else login.logout(args)
     if args.command == "run":
-        from acp_server.cli.run import run_headless
+        from acp_server.cli.run.client import run_headless
 
         return run_headless(args)
     from acp_server.cli.serve import serve

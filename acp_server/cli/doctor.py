@@ -29,7 +29,7 @@ from acp_server.doctor.setup import read_setup
 if TYPE_CHECKING:
     from acp_server.models.catalogue import ModelEntry
     from acp_server.settings import FetchSettings
-    from acp_server.tools.mcp_config import ServerConfig
+    from acp_server.tools.mcp.config import ServerConfig
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1

@@ -6,6 +6,9 @@ server "does not show up", or to see what a server costs every request.
 JSON is one server as an editor sends it in `mcpServers` (stdio: `name`, `command`, `args`,
 `env`; http/sse: `type`, `name`, `url`, `headers`), or a list of them. Exit code 0 when every
 server connected, 1 otherwise (or when the JSON cannot be used).
+
+Why here and not in `tools/mcp/`: this is a command (its arguments, its printing, its exit code),
+beside `cli/doctor.py` whose option it is; the probe is `doctor/mcp.py`, the servers `tools/mcp/`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, TextIO
 
 from acp_server.doctor.mcp import hint, probe, size
 from acp_server.errors import InvalidParams
-from acp_server.tools.mcp_config import ServerConfig, from_editor
+from acp_server.tools.mcp.config import ServerConfig, from_editor
 
 
 def check_mcp(text: str, out: TextIO, cwd: Path | None = None) -> int:

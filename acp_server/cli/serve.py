@@ -59,7 +59,7 @@ def choose_backend(args: argparse.Namespace) -> Backend:
         from acp_server.backends.scripted import ScriptedBackend
 
         return ScriptedBackend(Path(script).expanduser().resolve())
-    from acp_server.backends.select import AutoBackend
+    from acp_server.backends.selection.select import AutoBackend
     from acp_server.config.file import ConfigError, config_path, load_config
 
     try:  # a key stored by `acp-server login` counts as set
@@ -188,7 +188,7 @@ def _on_signal(serving: asyncio.Task[None]) -> None:
         return
 
     async def stop() -> None:
-        from acp_server.tools.jobs import close_everywhere
+        from acp_server.tools.commands.jobs import close_everywhere
 
         try:
             await close_everywhere(BACKGROUND_SECONDS)

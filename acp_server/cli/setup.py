@@ -91,7 +91,7 @@ def _setup(args: argparse.Namespace) -> int:
 
 async def _choices(config: Config, env: Mapping[str, str]) -> list[Choice]:
     """The hosted APIs, the models found on this machine, the embedded model (when there)."""
-    from acp_server.backends import local
+    from acp_server.backends.local import backend as local
 
     choices = _hosted(config, env) + await _found(config, env)
     if local.missing("") is None:
@@ -129,7 +129,7 @@ def _hosted(config: Config, env: Mapping[str, str]) -> list[Choice]:
 
 
 async def _found(config: Config, env: Mapping[str, str]) -> list[Choice]:
-    from acp_server.backends.discover import discover
+    from acp_server.backends.selection.discover import discover
 
     if env.get("ACP_SERVER_DISCOVER", "1").strip() in ("0", "off"):
         return []
@@ -202,7 +202,7 @@ def _apply(choice: Choice, path: Path, config: Config) -> str | None:
 
 def _model_file() -> Path | None:
     """The GGUF file typed, checked: it exists and its template takes tools (else None)."""
-    from acp_server.backends.gguf import GGUFError, chat_template, renders_tools
+    from acp_server.backends.local.gguf import GGUFError, chat_template, renders_tools
 
     say(TOOL_MODEL_SOURCE)
     answer = _ask("Path of the .gguf file: ")
@@ -225,7 +225,7 @@ def _model_file() -> Path | None:
 
 def _show_doctor(args: argparse.Namespace, path: Path) -> None:
     """The doctor's lines about the configuration and the model, without asking any server."""
-    from acp_server.backends.select import missing_provider_key
+    from acp_server.backends.selection.select import missing_provider_key
     from acp_server.doctor import fail, ok, render, warn
     from acp_server.doctor.servers import first_model, starting_model
     from acp_server.doctor.setup import read_setup

@@ -37,7 +37,7 @@ from acp_server.settings import FetchSettings
 if TYPE_CHECKING:
     from jsonschema import ValidationError
 
-    from acp_server.tools.mcp_config import ServerConfig
+    from acp_server.tools.mcp.config import ServerConfig
 
 SCHEMA = "config.schema.json"
 CONFIG_ENV = "ACP_SERVER_CONFIG"
@@ -312,7 +312,7 @@ def _build(
         )
     _remember_secrets(providers.values())
     # Imported for a file that is read: `initialize` (which reads no file) does without it.
-    from acp_server.tools.mcp_config import from_file, remembered
+    from acp_server.tools.mcp.config import from_file, remembered
 
     mcp_servers = tuple(remembered(server) for server in from_file(data.get("mcp_servers", {})))
     keys = tuple(sorted(data.get("keys", {}).items()))

@@ -1,5 +1,5 @@
 """The doctor's check of the `local` provider: a model file the agent runs itself, started at the
-first prompt (`backends/local.py`). There is no server to ask before then, so what is checked
+first prompt (`backends/local/`). There is no server to ask before then, so what is checked
 is what starting it needs: llama-cpp-python's server, and the model file; and its window is the
 one the agent will give it (ACP_SERVER_LOCAL_CONTEXT), as a session would learn it. `capped`, the
 cap ACP_SERVER_CONTEXT_WINDOW puts on any model's window, is here so `remote` can use it too."""
@@ -15,7 +15,7 @@ from acp_server.settings import CONTEXT_WINDOW_ENV
 
 def local_checks(entries: Sequence[ModelEntry], env: Mapping[str, str]) -> list[Check]:
     """One line per `local:` model named: it can start here, and its window; or what to do."""
-    from acp_server.backends import local
+    from acp_server.backends.local import backend as local
 
     checks: list[Check] = []
     for entry in entries:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from acp_server.backends.select import from_provider
+from acp_server.backends.selection.select import from_provider
 from acp_server.doctor import Check, fail, ok, warn
 from acp_server.messages import (
     ModelRequest,

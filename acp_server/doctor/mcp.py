@@ -5,6 +5,9 @@ reports that in detail (`cli.doctor_mcp`); plain `acp-server doctor` gives one l
 server of the configuration file (`mcp_checks`).
 
 No `mcp` import at module level: `probe` loads it only when there is a server to check.
+
+Why here and not in `tools/mcp/`: this is one of the doctor's checks, and uses `tools/mcp/` the
+way a session does (a connection, its tools, their size), so that it checks what sessions get.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acp_server.doctor import Check, fail, ok
-from acp_server.tools.mcp_config import ServerConfig
+from acp_server.tools.mcp.config import ServerConfig
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,9 @@ def size(found: Probe) -> str:
 async def probe(server: ServerConfig, cwd: Path) -> Probe:
     """Connect to `server` within its start-up timeout, list its tools, disconnect."""
     from acp_server.context.tokens import Estimator
-    from acp_server.tools.mcp import McpConnection, McpUnavailable
-    from acp_server.tools.mcp_tools import kind_of, tools_of
-    from acp_server.tools.tool_search import spec_of
+    from acp_server.tools.mcp.connection import McpConnection, McpUnavailable
+    from acp_server.tools.mcp.tool_search import spec_of
+    from acp_server.tools.mcp.tools import kind_of, tools_of
 
     connection = McpConnection(server, cwd, lambda _: None)
     started = time.monotonic()

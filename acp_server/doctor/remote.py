@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 
 from acp_server.backends import window_origin
-from acp_server.backends.discover import ollama_model
 from acp_server.backends.providers import HOSTED, Provider
-from acp_server.backends.select import from_provider, missing_provider_key
+from acp_server.backends.selection.discover import ollama_model
+from acp_server.backends.selection.select import from_provider, missing_provider_key
 from acp_server.doctor import Check, fail, ok, warn
 from acp_server.doctor.embedded import capped, local_checks
 from acp_server.models.catalogue import ModelEntry

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 import httpx
 
-from acp_server.backends.discover import discover
 from acp_server.backends.providers import HOSTED, Provider
+from acp_server.backends.selection.discover import discover
 from acp_server.doctor import Check, fail, ok
 from acp_server.doctor.remote import provider_checks
 from acp_server.doctor.setup import Setup
@@ -27,7 +27,7 @@ from acp_server.models.catalogue import Catalogue, ModelEntry
 def no_model_advice(env: Mapping[str, str]) -> str:
     """What to do when no model can be found, the embedded model's command fitted to how
     acp-server was installed here (or how to switch it back on)."""
-    from acp_server.backends import local
+    from acp_server.backends.local import backend as local
 
     if not local.embedded_allowed(env):
         return NO_MODEL_ADVICE + (
@@ -109,10 +109,10 @@ def first_model(catalogue: Catalogue) -> ModelEntry | None:
 
 def implied_model(catalogue: Catalogue, env: Mapping[str, str]) -> ModelEntry | None:
     """The model new sessions start with when none is named and no local server answered, as
-    the server chooses it (backends/select.py): a hosted API whose key is set, else the
+    the server chooses it (backends/selection/select.py): a hosted API whose key is set, else the
     embedded model when it is installed and allowed; None: there is none."""
-    from acp_server.backends import local
-    from acp_server.backends.select import hosted_default
+    from acp_server.backends.local import backend as local
+    from acp_server.backends.selection.select import hosted_default
 
     found = hosted_default(env)
     if found is not None:
@@ -153,9 +153,10 @@ def starting_model(
 
 def _unnamed_default(env: Mapping[str, str]) -> Check | None:
     """What a session uses when no model is named and no local server answered, as the server
-    chooses it (backends/select.py): a hosted API whose key is set, else the embedded model."""
-    from acp_server.backends import local
-    from acp_server.backends.select import hosted_default
+    chooses it (backends/selection/select.py): a hosted API whose key is set, else the embedded
+    model."""
+    from acp_server.backends.local import backend as local
+    from acp_server.backends.selection.select import hosted_default
 
     found = hosted_default(env)
     if found is not None:

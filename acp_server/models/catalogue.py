@@ -75,7 +75,7 @@ class ModelEntry:
     adaptive_thinking: bool = False
     id_style: IdStyle = "standard"
     origin: str = "command line"  # "command line", "configuration file", "discovered"
-    facts: ModelFacts | None = None  # what the model catalogue knows of it (backends.catalog)
+    facts: ModelFacts | None = None  # what the model catalogue (backends.catalog) knows
     sampling: Sampling = field(default_factory=Sampling)  # as configured (the env may override)
 
     @property
@@ -163,7 +163,7 @@ class Catalogue:
     ) -> Catalogue:
         """The catalogue with models found on local servers added (known ones are kept as
         they are), and the providers discovery made up for servers no provider points at
-        (`backends.discover.Discovered`); display names are made distinct again."""
+        (`backends.selection.discover.Discovered`); display names are made distinct again."""
         known = {e.value for e in self.entries}
         offered = {**{p.name: p for p in providers}, **self.providers}
         added = [

@@ -39,7 +39,7 @@ from acp_server.models.catalogue import Catalogue, ModelChoiceError, ModelEntry,
 from acp_server.settings import FetchSettings
 
 if TYPE_CHECKING:
-    from acp_server.tools.mcp_config import ServerConfig
+    from acp_server.tools.mcp.config import ServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -110,13 +110,17 @@ class ModelSource:
         entry = self.default_entry()
         if self.problem is not None:
             return self.problem
-        from acp_server.backends import local
+        from acp_server.backends.local import backend as local
 
         if entry is not None:
             if entry.provider.dialect == "local":
                 return local.missing(entry.model)
             return missing_provider_key(entry.provider, entry.model, self.environ)
-        from acp_server.backends.select import hosted_default, how_to_configure, probe_local
+        from acp_server.backends.selection.select import (
+            hosted_default,
+            how_to_configure,
+            probe_local,
+        )
 
         env = self.environ
         if hosted_default(env) is not None:
@@ -203,7 +207,7 @@ class ModelSource:
         backend = self._backends.get(entry.value)
         if backend is None:
             from acp_server.backends.deferred import Deferred
-            from acp_server.backends.select import from_provider
+            from acp_server.backends.selection.select import from_provider
 
             env = self.environ
             problem = missing_provider_key(entry.provider, entry.model, env)
@@ -239,7 +243,7 @@ class ModelSource:
         self._discovery = asyncio.get_running_loop().create_task(self.discover())
 
     async def discover(self) -> None:
-        from acp_server.backends.discover import discover
+        from acp_server.backends.selection.discover import discover
 
         providers = list(self._catalogue.providers.values())
         found = await discover(providers)

@@ -28,12 +28,12 @@ if TYPE_CHECKING:
     from acp_server.editor_api import EditorApi
     from acp_server.messages import Message
     from acp_server.models.source import ModelSource
-    from acp_server.session.choice import ModelChoice
     from acp_server.session.client_prompt import ClientPrompt
+    from acp_server.session.model import ModelChoice
     from acp_server.session.session import SendUpdate, Session
     from acp_server.store.database import Store
     from acp_server.store.transcript import NullRecorder, Recorder
-    from acp_server.tools.mcp_config import ServerConfig
+    from acp_server.tools.mcp.config import ServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class SessionFactory:
         """The model choice of a session (from what its store row kept, if anything)."""
         if self.models is None:
             return None
-        from acp_server.session.choice import ModelChoice
+        from acp_server.session.model import ModelChoice
 
         return ModelChoice.start(self.models, stored)
 

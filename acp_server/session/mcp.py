@@ -7,10 +7,14 @@ failed is reported once: the session's `report` callback shows a notice at once 
 shows notices, otherwise the report waits for the next turn and is said as an agent message
 (`take_reports`). The model hears of it too: `note_for_model` is a line for its system prompt,
 so it does not promise a tool that is not there, and names the servers with their number of
-tools (their tools may be deferred behind `search_tools`: see `tools.tool_search`).
+tools (their tools may be deferred behind `search_tools`: see `tools.mcp.tool_search`).
 
 The `mcp` package is imported off the event loop, and only here, when a session has servers:
 it costs most of a second, which `initialize` and sessions without servers never pay.
+
+Why here and not in `tools/mcp/`: this is the session's side of its servers (when they connect,
+how a failure reaches the user through the session, what the model is told), and it reports
+through the session's voice; `tools/mcp/` is what one server is, and sits below the sessions.
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server.tools.mcp_config import ServerConfig, from_editor, merged
+from acp_server.tools.mcp.config import ServerConfig, from_editor, merged
 
 if TYPE_CHECKING:
     from acp_server.tools.base import Tool
-    from acp_server.tools.mcp import McpConnection
-    from acp_server.tools.tool_search import ToolCatalog
+    from acp_server.tools.mcp.connection import McpConnection
+    from acp_server.tools.mcp.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +86,8 @@ class McpServers:
     async def _connect(self, server: ServerConfig) -> None:
         reason = None
         try:
-            module = await asyncio.to_thread(importlib.import_module, "acp_server.tools.mcp")
+            name = "acp_server.tools.mcp.connection"
+            module = await asyncio.to_thread(importlib.import_module, name)
             connection: McpConnection = module.McpConnection(server, self._cwd, self.report)
             await connection.connect()
         except Exception as exc:  # McpUnavailable says why; anything else is our failure
@@ -135,14 +140,14 @@ class McpServers:
     def _tools(self) -> list[tuple[McpConnection, Tool]]:
         if not self._connected:
             return []
-        from acp_server.tools.mcp_tools import tools_of
+        from acp_server.tools.mcp.tools import tools_of
 
         taken: set[str] = set()
         return [(c, tool) for c in self._connected for tool in tools_of(c, taken)]
 
     def catalog(self) -> ToolCatalog:
         """The session's tool catalog, told of a new turn with the servers' tools as now."""
-        from acp_server.tools.tool_search import TOOL_SHARE, McpTool, ToolCatalog
+        from acp_server.tools.mcp.tool_search import TOOL_SHARE, McpTool, ToolCatalog
 
         if self._catalog is None:
             self._catalog = ToolCatalog(self._share or TOOL_SHARE)

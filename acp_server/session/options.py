@@ -74,7 +74,7 @@ def options_update(mode: Mode, extra: Options = ()) -> dict[str, Any]:
 
 def describe(config_options: list[dict[str, Any]], config_id: str) -> str:
     """A config option's choices in words, for /model and /mode."""
-    from acp_server.session.choice import describe as in_words
+    from acp_server.session.model import describe as in_words
 
     option = next((o for o in config_options if o["id"] == config_id), None)
     if option is None:

@@ -74,7 +74,8 @@ class Sessions:
         live = self._settled()  # their rows reach the store before it closes
         if self._after_new is not None:
             self._after_new.close()
-        from acp_server.tools import background, mcp_procs
+        from acp_server.tools.commands import background
+        from acp_server.tools.mcp import procs as mcp_procs
 
         mcp_procs.end_all()
         background.end_all()

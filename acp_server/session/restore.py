@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from acp_server.session.factory import SessionFactory
     from acp_server.session.session import Session
     from acp_server.store.database import SessionRow, Store
-    from acp_server.tools.mcp_config import ServerConfig
+    from acp_server.tools.mcp.config import ServerConfig
 
 
 async def restore(

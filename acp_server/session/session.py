@@ -6,7 +6,7 @@
   running turn and every prompt queued at that moment, each answered `cancelled`;
 - a `SessionModel` (model.py): the backend, the model and thought level it was chosen by, and
   the carry-over a new choice needs before the next prompt joins the history;
-- a `CommandTable` (command_table.py), run by a `CommandRun` (commands.py) per invocation;
+- a `CommandTable` (commands/table.py), run by a `CommandRun` (commands/run.py) per invocation;
 - a `Voice` (voice.py): the one way it tells the user something;
 - its MCP servers (mcp.py), its tools, its context budget, its permissions.
 
@@ -34,26 +34,26 @@ from acp_server.errors import InvalidParams
 from acp_server.messages import Message
 from acp_server.permissions import Mode, Permissions
 from acp_server.session import options
-from acp_server.session.command_table import BUILTIN, CHOICE_COMMANDS, CommandTable, Invocation
-from acp_server.session.commands import CommandRun
+from acp_server.session.commands.run import CommandRun
+from acp_server.session.commands.table import BUILTIN, CHOICE_COMMANDS, CommandTable, Invocation
 from acp_server.session.mcp import McpServers
 from acp_server.session.model import SessionModel
 from acp_server.session.queue import PromptOutcome, PromptQueue
-from acp_server.session.subagents import Parent, Subagents
+from acp_server.session.subagents.children import Parent, Subagents
 from acp_server.session.text import INTERNAL_FAILURE, NOT_SAVED, title_for
 from acp_server.session.turn_parts import TurnParts
 from acp_server.session.voice import Emit, Voice, live
 from acp_server.settings import Settings
 from acp_server.store.database import SaveFailed, iso
 from acp_server.store.transcript import NullRecorder, Recorder
-from acp_server.tools.jobs import Jobs
-from acp_server.tools.mcp_config import ServerConfig
+from acp_server.tools.commands.jobs import Jobs
+from acp_server.tools.mcp.config import ServerConfig
 from acp_server.workspace.workspace import Workspace, instruct, user_folder
 
 if TYPE_CHECKING:
     from acp_server.models.catalogue import Catalogue
-    from acp_server.session.choice import ModelChoice
     from acp_server.session.client_prompt import ClientPrompt
+    from acp_server.session.model import ModelChoice
 
 __all__ = ["PromptOutcome", "Session"]  # PromptOutcome: from queue
 
@@ -188,7 +188,7 @@ class Session:
 
     def choose(self, config_id: str, value: object) -> list[dict[str, Any]]:
         """Set a config option (-32602 naming an unknown option or value); the whole list."""
-        from acp_server.session.choice import LEVEL_KEY, MODEL_KEY
+        from acp_server.session.model import LEVEL_KEY, MODEL_KEY
 
         if config_id == options.MODE_OPTION:
             self.set_mode(options.parse_mode(value, "value"))
@@ -226,7 +226,7 @@ class Session:
     def replayed(self, update: updates.Update) -> list[tuple[str, updates.Update]]:
         """A stored update as this session's editor is shown it on load, with the session it
         goes to: a plan in the form it takes, a compaction as a card when the editor does not
-        show compactions, a subagent's work as the editor takes it (subagent_view)."""
+        show compactions, a subagent's work as the editor takes it (subagents/view)."""
         children = self.subagents.replayed(update)
         if children is not None:
             return children
@@ -352,7 +352,7 @@ class Session:
             history=self.history,
             emit=emit,
             max_requests=self._settings.max_turn_requests,
-            tell=voice.tell,
+            voice=voice,
             system=self._parts.system,
             context=context,
             thought_level=self._model.level,

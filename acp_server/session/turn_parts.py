@@ -25,7 +25,7 @@ from acp_server.session.model import SessionModel
 from acp_server.session.text import system_prompt
 from acp_server.session.voice import Emit
 from acp_server.settings import Settings
-from acp_server.tools.jobs import Jobs
+from acp_server.tools.commands.jobs import Jobs
 
 if TYPE_CHECKING:
     from acp_server.agent.loop import ToolRunner
@@ -43,9 +43,9 @@ log = logging.getLogger(__name__)
 METER_MODULES = (
     "acp_server.agent.turn_context",
     "acp_server.tools.toolbox",
-    "acp_server.tools.edit",
-    "acp_server.tools.search",
-    "acp_server.tools.shell",
+    "acp_server.tools.files.edit",
+    "acp_server.tools.search.glob",
+    "acp_server.tools.commands.shell",
     "acp_server.tools.web",
     "acp_server.tools.task",
 )
@@ -78,7 +78,7 @@ class TurnParts:
         self._roots = roots  # the first is the working directory
         self._cache_key = cache_key  # the session's, for the servers' prompt caches
         self.client_prompt = client_prompt  # the editor's system prompt (client_prompt.py)
-        self.delegate: Delegate | None = None  # runs the task tool's jobs (subagents.py)
+        self.delegate: Delegate | None = None  # runs the task tool's jobs (subagents/children.py)
         # Changes the session's mode and announces it (Session.set_mode), for plan_ready.
         self.switch_mode: Callable[[Mode], None] | None = None
         self._editor = editor

@@ -37,6 +37,17 @@ class Voice:
             self.emit(updates.message_chunk("agent_message_chunk", text + "\n\n", None))
 
 
+@dataclass(frozen=True)
+class PlainVoice(Voice):
+    """A voice whose notices are agent messages like the rest of what it says: a subagent's
+    (shown in its own session or inside the parent's `task` call), or a turn run on its own."""
+
+    notices: bool = False
+
+    def tell(self, text: str, severity: str = "warning") -> None:
+        self.say(text)
+
+
 def live(record: Emit, send: Emit) -> tuple[Emit, Callable[[], None]]:
     """(emit, end): updates recorded and sent until `end` is called, so that nothing of a turn
     arrives after its answer."""

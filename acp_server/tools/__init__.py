@@ -1,1 +1,1 @@
-"""Tools the model can call. `base` is the seam; each module holds tools of one concept."""
+"""Tools the model can call: the `Tool` seam (`base`), the toolbox, the defaults, and rooms."""

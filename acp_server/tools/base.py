@@ -25,7 +25,7 @@ from acp_server.confine.sandbox import Sandbox
 from acp_server.editor_api import EditorApi
 from acp_server.messages import ImagePart
 from acp_server.permissions import Effect, Permit
-from acp_server.tools.jobs import Jobs
+from acp_server.tools.commands.jobs import Jobs
 from acp_server.updates import text_content as text_content  # re-exported for the tools
 
 log = logging.getLogger(__name__)
@@ -193,6 +193,20 @@ class Tool:
     present: Callable[[dict[str, Any], ToolContext], Presentation]
     run: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutcome]]
     input_schema: dict[str, Any] | None = None
+
+
+def shown_path(path: Path, ctx: ToolContext) -> str:
+    """A path as a person reads it in a title: relative to the cwd when inside it."""
+    try:
+        rel = path.relative_to(ctx.cwd)
+    except ValueError:
+        return str(path)
+    return str(rel) if str(rel) != "." else str(path)
+
+
+def arg_path(args: dict[str, Any], ctx: ToolContext, key: str = "path") -> Path | None:
+    value = args.get(key)
+    return ctx.resolve(value) if isinstance(value, str) and value else None
 
 
 def diff_content(path: Path, old: str | None, new: str) -> dict[str, Any]:

@@ -9,14 +9,17 @@ from acp_server.tools.base import Tool
 def default_tools(fetch: FetchSettings | None = None) -> list[Tool]:
     """`fetch` says whether fetch_url is offered and what it may reach (default: offered,
     public addresses only)."""
-    from acp_server.tools import edit, fs, job_tools, plan, search, shell, web
+    from acp_server.tools import plan, web
+    from acp_server.tools.commands import job_tools, shell
+    from acp_server.tools.files import edit, fs
+    from acp_server.tools.search import glob
 
     fetch = fetch or FetchSettings()
     return [
         fs.READ_FILE,
         fs.LIST_DIRECTORY,
-        search.GLOB,
-        search.GREP,
+        glob.GLOB,
+        glob.GREP,
         edit.EDIT_FILE,
         fs.WRITE_FILE,
         shell.RUN_COMMAND,

@@ -34,8 +34,8 @@ from acp_server.tools.base import (
     ToolOutcome,
     settle,
 )
-from acp_server.tools.jobs import Jobs
-from acp_server.tools.tool_search import ToolCatalog
+from acp_server.tools.commands.jobs import Jobs
+from acp_server.tools.mcp.tool_search import ToolCatalog
 
 log = logging.getLogger(__name__)
 ONCE_ONLY = (

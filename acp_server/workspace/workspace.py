@@ -281,10 +281,10 @@ async def instruct(
     the date, an instruction file); set its tools, watched: a nested instructions file found
     by a tool call is told in a note before the next request. `note` is the MCP servers' (they
     were waited for: their tools are among `tools`). The instructions take a share of the
-    `window` at most. The user is told with `turn.tell` which files were read."""
+    `window` at most. The user is told with `turn.voice` which files were read."""
     from acp_server.workspace.watch import Watched  # the tools' modules: at the first turn
 
-    base, tell = turn.system, turn.tell
+    base, tell = turn.system, turn.voice.tell
     where.fit_to(window)
     await where.prompt_part(tell)
     turn.system = where.system_for(base, note)
@@ -293,8 +293,7 @@ async def instruct(
 
     def found_more() -> None:
         _note(turn, where)
-        if tell is not None:
-            where.tell_news(tell)
+        where.tell_news(tell)
 
     turn.tools = Watched(tools(), where.touched, found_more)
 

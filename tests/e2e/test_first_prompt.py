@@ -114,7 +114,7 @@ async def test_well_formed_tool_calls_do_not_import_jsonschema(
     await server.wait()
     stderr = await server.stderr_text()
     imported = {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines()}
-    assert "acp_server.tools.edit" in imported  # the listing is there
+    assert "acp_server.tools.files.edit" in imported  # the listing is there
     assert "jsonschema" not in imported
 
 
@@ -154,9 +154,9 @@ NOT_FOR_INITIALIZE = (
     "acp_server.session.session",
     "acp_server.store.database",
     "acp_server.tools.base",
-    "acp_server.tools.mcp_config",
+    "acp_server.tools.mcp.config",
     "acp_server.agent.loop",
-    "acp_server.backends.select",  # the backends' construction: at the first prompt
+    "acp_server.backends.selection.select",  # the backends' construction: at the first prompt
     "shutil",  # argparse asks it for the terminal's width, and it loads three compressors
 )
 # Never loaded by a first prompt that searches nothing: httpx's command-line client, the

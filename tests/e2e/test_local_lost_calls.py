@@ -18,7 +18,7 @@ from typing import Any
 
 from tests.e2e.test_tools_e2e import open_session
 from tests.support.fake_editor import FakeEditor
-from tests.unit.test_gguf import WITH_TOOLS, write_gguf
+from tests.unit.test_backends_local_gguf import WITH_TOOLS, write_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
 Start = Callable[..., Any]

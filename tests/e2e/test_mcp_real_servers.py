@@ -23,7 +23,7 @@ import pytest
 from acp_server.cli.doctor_mcp import check_mcp
 from acp_server.context.tokens import Estimator
 from acp_server.messages import ToolSpec
-from acp_server.tools.tool_search import SEARCH_TOOL, TOOL_SHARE
+from acp_server.tools.mcp.tool_search import SEARCH_TOOL, TOOL_SHARE
 from tests.e2e.test_mcp_e2e import children, open_with, said
 from tests.e2e.test_tools_e2e import call, final_updates, run_prompt, tool_calls
 from tests.support.fake_editor import FakeEditor
@@ -35,7 +35,7 @@ PACKAGES = TESTS / "node_modules" / "@modelcontextprotocol"
 NODE = TESTS / "node_modules" / ".bin" / "node"
 SMALL = 8192
 # server-everything offers its elicitation tools (trigger-elicitation-request and
-# trigger-url-elicitation) because the agent answers MCP elicitation (tools/mcp_elicit.py).
+# trigger-url-elicitation) because the agent answers MCP elicitation (tools/mcp/elicit.py).
 COUNTS = {"everything": 15, "filesystem": 14, "git": 12, "time": 2}
 
 

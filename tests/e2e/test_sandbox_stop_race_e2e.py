@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from acp_server.confine.sandbox import Mechanism, Sandbox
-from acp_server.tools.procgroup import run_in_group
+from acp_server.tools.commands.procgroup import run_in_group
 from tests.unit.test_confine_sandbox import available
 
 TRIES = 40

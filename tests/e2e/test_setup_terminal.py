@@ -233,8 +233,8 @@ def test_ctrl_c_ends_setup_with_a_sentence_and_no_traceback(tmp_path: Path) -> N
 
 
 def test_setup_offers_a_local_model_that_can_use_tools(tmp_path: Path) -> None:
-    from acp_server.backends import local
-    from tests.unit.test_gguf import WITH_TOOLS, write_gguf
+    from acp_server.backends.local import backend as local
+    from tests.unit.test_backends_local_gguf import WITH_TOOLS, write_gguf
 
     if local.missing("") is not None:
         import pytest

@@ -68,6 +68,32 @@ def upward_imports(graph: Graph, root: str, layers: Layers) -> list[str]:
     return found
 
 
+def room_cycles(graph: Graph) -> list[str]:
+    """Each cycle between the rooms of one folder (its subpackages, such as tools/files and
+    tools/search), as the imports that make it. A room may use a sibling; two rooms that use
+    each other, even through different modules, are one concern, or share a part that belongs
+    above them both (in the folder's own modules)."""
+    rooms: Graph = {}
+    for module, targets in graph.items():
+        mine = _room(module)
+        if mine is not None:
+            rooms.setdefault(mine, set()).update(
+                {r for r in map(_room, targets) if r is not None and r != mine}
+            )
+    groups = [g for g in _strongly_connected(rooms) if len({_component(r) for r in g}) == 1]
+    return [f"import cycle between rooms: {_ties(graph, g, _room_or_self)}" for g in groups]
+
+
+def _room(module: str) -> str | None:
+    """The room a module is in (`pkg.folder.room` for `pkg.folder.room.module`), if any."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if len(parts) >= 4 else None
+
+
+def _room_or_self(module: str) -> str:
+    return _room(module) or module
+
+
 def _module_name(package_dir: Path, path: Path) -> str:
     parts = [package_dir.name, *path.relative_to(package_dir).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -51,7 +51,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from acp_server.backends import local
+from acp_server.backends.local import backend as local
 from tests.support.progress import Watch
 
 REQUIRE_ENV = "ACP_REQUIRE_REAL_MODEL"

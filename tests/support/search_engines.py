@@ -12,7 +12,7 @@ import pytest
 from acp_server.editor_api import NoEditor
 from acp_server.permissions import Permit
 from acp_server.tools.base import Tool, ToolContext, ToolOutcome
-from acp_server.tools.rg import RG_ENV, rg_binary
+from acp_server.tools.search.rg import RG_ENV, rg_binary
 
 SAMPLE: dict[str, str | bytes] = {
     "setup.py": "import os\n",

@@ -22,6 +22,7 @@ from acp_server.agent.turn_text import CANCELLED_RESULT, LIMIT_RESULT
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.messages import history_problems, is_note, text_message
 from acp_server.permissions import Mode, Permissions, RuleStore
+from acp_server.session.voice import PlainVoice
 from acp_server.tools.base import Presentation, Tool, ToolContext, ToolOutcome
 from acp_server.tools.defaults import default_tools
 from acp_server.tools.toolbox import Toolbox
@@ -113,6 +114,7 @@ def rig(tmp_path: Path) -> Callable[..., Rig]:
             backend=backend,
             history=History([text_message("user", "Please help.")]),
             emit=seen.append,
+            voice=PlainVoice(seen.append),
             tools=toolbox,
             max_requests=max_requests,
         )

@@ -25,7 +25,7 @@ def test_each_round_at_its_own_price_per_million_tokens() -> None:
 
 def test_a_tally_is_told_as_acps_usage_and_run_shows_the_cache_share() -> None:
     from acp_server.agent.spending import Tally
-    from acp_server.cli.run import tokens_line
+    from acp_server.cli.run.client import tokens_line
 
     tally = Tally()
     assert tally.wire() is None  # no server reported any: nothing is told

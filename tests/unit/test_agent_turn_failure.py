@@ -15,6 +15,7 @@ from acp_server.permissions import Permissions, RuleStore
 from acp_server.protocol.handlers import prompt_response
 from acp_server.session.session import PromptOutcome, Session
 from acp_server.session.text import INTERNAL_FAILURE
+from acp_server.session.voice import PlainVoice
 from acp_server.settings import Settings
 from acp_server.store.transcript import NullRecorder
 
@@ -47,7 +48,8 @@ class Crashes:
 
 async def test_run_turn_records_a_backend_error_as_the_turns_failure() -> None:
     seen: list[updates.Update] = []
-    turn = Turn(backend=Fails(), history=History([text_message("user", "hi")]), emit=seen.append)
+    history = History([text_message("user", "hi")])
+    turn = Turn(Fails(), history, seen.append, PlainVoice(seen.append))
     assert await run_turn(turn) == "end_turn"
     assert turn.failure == TurnFailure("model", "The server hung up.")
 
@@ -55,7 +57,10 @@ async def test_run_turn_records_a_backend_error_as_the_turns_failure() -> None:
 async def test_a_normal_turn_has_no_failure(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text('[{"text": "Hello."}]', encoding="utf-8")
-    turn = Turn(ScriptedBackend(script), History([text_message("user", "hi")]), lambda u: None)
+    ignore = lambda u: None  # noqa: E731
+    turn = Turn(
+        ScriptedBackend(script), History([text_message("user", "hi")]), ignore, PlainVoice(ignore)
+    )
     assert await run_turn(turn) == "end_turn"
     assert turn.failure is None
 

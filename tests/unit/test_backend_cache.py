@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 
-from acp_server.backends._anthropic_wire import payload as anthropic_payload
-from acp_server.backends._openai_wire import cache_fields
-from acp_server.backends._responses_wire import payload as responses_payload
-from acp_server.backends.openai import OpenAIBackend
-from acp_server.backends.responses import ResponsesBackend
+from acp_server.backends.anthropic.wire import payload as anthropic_payload
+from acp_server.backends.openai.backend import OpenAIBackend
+from acp_server.backends.openai.wire import cache_fields
+from acp_server.backends.responses.backend import ResponsesBackend
+from acp_server.backends.responses.wire import payload as responses_payload
 from acp_server.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage, text_message
 from tests.support.strict_anthropic import anthropic_problems
 
@@ -125,7 +125,7 @@ async def test_a_hosted_model_the_catalogue_knows_is_not_asked_for_its_window() 
 
 
 def test_cached_tokens_from_openai_details_or_llama_cpp_timings() -> None:
-    from acp_server.backends._openai_wire import usage_event
+    from acp_server.backends.openai.wire import usage_event
 
     usage = {"prompt_tokens": 900, "completion_tokens": 10}
     details = {**usage, "prompt_tokens_details": {"cached_tokens": 768}}

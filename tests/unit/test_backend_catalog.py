@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from acp_server.backends import catalog, window_origin
-from acp_server.backends.anthropic import AnthropicBackend
-from acp_server.backends.openai import OpenAIBackend
-from acp_server.backends.responses import ResponsesBackend
+from acp_server.backends.anthropic.backend import AnthropicBackend
+from acp_server.backends.openai.backend import OpenAIBackend
+from acp_server.backends.responses.backend import ResponsesBackend
 from acp_server.messages import ModelRequest, text_message
 
 BASE = "http://llm.test/v1"

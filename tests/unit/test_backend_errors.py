@@ -11,7 +11,7 @@ import pytest
 
 from acp_server.backends._errors import error_from_payload, error_from_response
 from acp_server.backends._http import RetryPolicy
-from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.openai.backend import OpenAIBackend
 from acp_server.messages import ModelRequest, Notice, StreamError, TextDelta, text_message
 
 FAST = RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.002, retry_after_cap=0.01)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from acp_server.backends._http import RetryPolicy
-from acp_server.backends._openai_wire import completion_events
-from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.openai.backend import OpenAIBackend
+from acp_server.backends.openai.wire import completion_events
 from acp_server.messages import (
     Event,
     Message,

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from acp_server.backends import _openai_wire
 from acp_server.backends._http import RetryPolicy, error_from_response
-from acp_server.backends.anthropic import AnthropicBackend
+from acp_server.backends.anthropic.backend import AnthropicBackend
 from acp_server.backends.images import TOOL_IMAGES_INTRO, refuses_images
-from acp_server.backends.ollama import OllamaBackend
-from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.ollama.backend import OllamaBackend
+from acp_server.backends.openai import wire as _openai_wire
+from acp_server.backends.openai.backend import OpenAIBackend
 from acp_server.messages import (
     Event,
     ImagePart,

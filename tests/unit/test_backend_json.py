@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from acp_server.backends import _json
-from acp_server.backends._ollama_wire import LineParser
-from acp_server.backends._openai_wire import ChunkParser
-from acp_server.backends._responses_wire import EventParser
 from acp_server.backends._sse import SseEvent
+from acp_server.backends.ollama.wire import LineParser
+from acp_server.backends.openai.wire import ChunkParser
+from acp_server.backends.responses.wire import EventParser
 from acp_server.messages import TextDelta
 
 HALF_AN_EMOJI = r'"caf\u00e9 \ud83d then"'

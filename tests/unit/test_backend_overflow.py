@@ -19,9 +19,9 @@ from acp_server.backends._http import (
     error_from_response,
     retrying,
 )
-from acp_server.backends.anthropic import AnthropicBackend
-from acp_server.backends.ollama import OllamaBackend
-from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.anthropic.backend import AnthropicBackend
+from acp_server.backends.ollama.backend import OllamaBackend
+from acp_server.backends.openai.backend import OpenAIBackend
 from acp_server.backends.overflow import parse_overflow
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.messages import (

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from acp_server.backends.ollama import OllamaBackend
-from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.ollama.backend import OllamaBackend
+from acp_server.backends.openai.backend import OpenAIBackend
 from acp_server.backends.reasoning import (
     ThinkTagSplitter,
     reasoning_as_answer,

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from acp_server.backends import _anthropic_wire, _ollama_wire, _openai_wire
+from acp_server.backends.anthropic import wire as _anthropic_wire
+from acp_server.backends.ollama import wire as _ollama_wire
+from acp_server.backends.openai import wire as _openai_wire
 from acp_server.messages import Message, ModelRequest, TextPart, ToolCall, ToolSpec, text_message
 from tests.support.strict_dialects import anthropic_problems, ollama_problems, openai_problems
 

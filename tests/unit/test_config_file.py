@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from acp_server import schemas
-from acp_server.backends.select import DIALECTS
+from acp_server.backends.selection.select import DIALECTS
 from acp_server.config.file import (
     SCHEMA,
     Config,

@@ -78,3 +78,37 @@ def test_anchors_follow_githubs_rules() -> None:
         "sessions-1",
         "a-b--c",
     }
+
+
+def test_the_architecture_map_names_every_folder_and_module() -> None:
+    entries = _map_entries((DOCS / "architecture.md").read_text(encoding="utf-8"))
+    package = ROOT / "acp_server"
+    folders = {p.parent for p in package.rglob("*") if p.suffix in (".py", ".md", ".json")}
+    named = {"acp_server" if not f else f"acp_server/{f}" for f in entries}
+    assert named == {str(f.relative_to(ROOT)) for f in folders}, "folders in the map"
+    for folder in folders:
+        text = entries[str(folder.relative_to(package)) if folder != package else ""]
+        for path in folder.iterdir():
+            if path.suffix in (".py", ".md", ".json") and path.stem != "__init__":
+                name = path.name if path.suffix != ".py" else path.stem
+                assert re.search(rf"(?<![\w/]){re.escape(name)}(?!\w)", text), (
+                    f"docs/architecture.md's map does not name {path.relative_to(ROOT)}"
+                )
+
+
+def _map_entries(text: str) -> dict[str, str]:
+    """The map's folders (relative to acp_server/, "" for the package) -> what it says of them."""
+    block = text[text.index("```\nacp_server/") + 4 :]
+    block = block[: block.index("```")]
+    entries: dict[str, str] = {}
+    top = current = ""
+    for line in block.splitlines():
+        folder = re.match(r"^( {0,2})([\w]+)/ ", line)
+        if folder and folder.group(2) != "acp_server":
+            indent, name = folder.groups()
+            top = name if not indent else top
+            current = name if not indent else f"{top}/{name}"
+        elif folder:
+            current = ""
+        entries[current] = entries.get(current, "") + line + "\n"
+    return entries

@@ -6,11 +6,12 @@ then run on acp_server with the layer table below.
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
 import acp_server
-from tests.support.layering import Layers, imports, problems
+from tests.support.layering import Layers, imports, problems, room_cycles
 
 PACKAGE = Path(acp_server.__file__).parent
 
@@ -54,10 +55,35 @@ LAYERS: Layers = [
     ),
 ]
 WIRE = {"acp_server.wire.jsonrpc", "acp_server.wire.jsonline", "acp_server.wire.stdio"}
+# A folder with more modules than this is a hall: give a concern a room (a subpackage).
+MAX_MODULES = 15
 
 
 def test_acp_server_imports_flow_downward_without_cycles() -> None:
     assert problems(PACKAGE, LAYERS) == []
+
+
+def test_rooms_of_one_folder_never_import_each_other_in_a_circle() -> None:
+    assert room_cycles(imports(PACKAGE)) == []
+
+
+def test_the_tools_that_touch_the_project_never_load_mcp() -> None:
+    # `import mcp` costs most of a second: only a session with MCP servers may pay it.
+    rooms = ("files", "search", "commands")
+    for module, targets in sorted(imports(PACKAGE).items()):
+        if module.startswith(tuple(f"acp_server.tools.{room}." for room in rooms)):
+            assert not {t for t in targets if t.startswith("acp_server.tools.mcp")}, module
+
+
+def test_every_folder_says_what_it_holds_and_is_no_hall() -> None:
+    folders = sorted({path.parent for path in PACKAGE.rglob("*.py")})
+    for folder in folders:
+        init = folder / "__init__.py"
+        assert init.is_file(), f"{folder} has no __init__.py"
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert docstring, f"{init}: a docstring saying what the folder holds"
+        modules = [path for path in folder.glob("*.py") if path.name != "__init__.py"]
+        assert len(modules) <= MAX_MODULES, f"{folder}: {len(modules)} modules; give a room"
 
 
 def test_the_wire_knows_nothing_about_acp() -> None:
@@ -140,6 +166,27 @@ def test_an_upward_import_fails(tmp_path: Path) -> None:
         "import cycle: toy.middle -> toy.top, toy.top -> toy.middle",
         "toy.middle (middle) imports toy.top from a layer above it (top)",
     ]
+
+
+def test_rooms_that_import_each_other_fail_even_without_a_module_cycle(tmp_path: Path) -> None:
+    package = toy(
+        tmp_path,
+        big__one__a="from toy.big.two import b\n",
+        big__one__d="",
+        big__two__b="",
+        big__two__c="from toy.big.one import d\n",
+    )
+    assert room_cycles(imports(package)) == [
+        "import cycle between rooms: toy.big.one.a -> toy.big.two.b, toy.big.two.c -> toy.big.one.d"
+    ]
+    assert (
+        room_cycles(
+            imports(
+                toy(tmp_path / "clean", big__one__a="from toy.big.two import b\n", big__two__b="")
+            )
+        )
+        == []
+    )
 
 
 def test_a_module_in_no_layer_fails(tmp_path: Path) -> None:

@@ -10,9 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from acp_server.backends import _anthropic_wire, _ollama_wire, _openai_wire
-from acp_server.backends.ollama import OllamaBackend
-from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.anthropic import wire as _anthropic_wire
+from acp_server.backends.ollama import wire as _ollama_wire
+from acp_server.backends.ollama.backend import OllamaBackend
+from acp_server.backends.openai import wire as _openai_wire
+from acp_server.backends.openai.backend import OpenAIBackend
 from acp_server.context.tokens import Estimator
 from acp_server.messages import (
     ImagePart,

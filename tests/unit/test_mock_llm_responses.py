@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from acp_server.backends import _openai_wire, _responses_wire
+from acp_server.backends.openai import wire as _openai_wire
+from acp_server.backends.responses import wire as _responses_wire
 from acp_server.messages import Message, ModelRequest, TextPart, ToolCall, ToolSpec, text_message
 from tests.support.mock_llm import MockLLM, running_mock_llm
 from tests.support.mock_llm.view import conversation, count_tokens, tool_names

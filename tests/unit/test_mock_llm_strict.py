@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from acp_server.backends._http import RetryPolicy
-from acp_server.backends.anthropic import AnthropicBackend
-from acp_server.backends.ollama import OllamaBackend
-from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.anthropic.backend import AnthropicBackend
+from acp_server.backends.ollama.backend import OllamaBackend
+from acp_server.backends.openai.backend import OpenAIBackend
 from acp_server.messages import (
     Message,
     ModelRequest,

@@ -6,7 +6,8 @@ import base64
 import json
 from typing import Any
 
-from acp_server.backends import _anthropic_wire, _openai_wire
+from acp_server.backends.anthropic import wire as _anthropic_wire
+from acp_server.backends.openai import wire as _openai_wire
 from acp_server.context.state import STATE_KEY
 from acp_server.messages import (
     ImagePart,

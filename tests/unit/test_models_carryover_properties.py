@@ -23,7 +23,10 @@ from typing import Any
 
 import pytest
 
-from acp_server.backends import _anthropic_wire, _ollama_wire, _openai_wire, _responses_wire
+from acp_server.backends.anthropic import wire as _anthropic_wire
+from acp_server.backends.ollama import wire as _ollama_wire
+from acp_server.backends.openai import wire as _openai_wire
+from acp_server.backends.responses import wire as _responses_wire
 from acp_server.context.state import ACK, STATE_KEY
 from acp_server.messages import (
     ImagePart,

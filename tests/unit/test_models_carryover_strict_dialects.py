@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_server.backends import _anthropic_wire, _ollama_wire, _openai_wire, _responses_wire
+from acp_server.backends.anthropic import wire as _anthropic_wire
+from acp_server.backends.ollama import wire as _ollama_wire
+from acp_server.backends.openai import wire as _openai_wire
+from acp_server.backends.responses import wire as _responses_wire
 from acp_server.messages import Message, ModelRequest, TextPart, ToolCall, ToolSpec, text_message
 from tests.support.strict_dialects import anthropic_problems, ollama_problems, openai_problems
 from tests.support.strict_gemini import gemini_problems

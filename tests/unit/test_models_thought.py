@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_server.backends import _anthropic_wire
+from acp_server.backends.anthropic import wire as _anthropic_wire
 from acp_server.messages import ModelRequest, text_message
 from acp_server.thought import (
     LEVELS,

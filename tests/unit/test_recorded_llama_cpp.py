@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from acp_server.backends._http import RetryPolicy
-from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.openai.backend import OpenAIBackend
 from acp_server.messages import (
     Event,
     ModelRequest,

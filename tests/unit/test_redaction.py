@@ -83,7 +83,7 @@ def test_a_variable_a_backend_names_counts_as_a_key_variable(
 
 
 def test_an_editors_mcp_server_tokens_are_hidden_everywhere() -> None:
-    from acp_server.tools.mcp_config import from_editor
+    from acp_server.tools.mcp.config import from_editor
 
     token, key = f"tok-{uuid.uuid4().hex}", f"key-{uuid.uuid4().hex}"
     from_editor(

@@ -24,6 +24,7 @@ from acp_server.messages import (
     Usage,
     text_message,
 )
+from acp_server.session.voice import PlainVoice
 from acp_server.wire.stdio import _PipeSink, open_sink
 
 # Between two events: None = none (same pass of the event loop), "yield" = the loop runs.
@@ -58,6 +59,7 @@ async def relay(*script: Event | str) -> tuple[str, list[dict[str, Any]]]:
         backend=backend,
         history=History([text_message("user", "hi")]),
         emit=seen.append,
+        voice=PlainVoice(seen.append),
         context=context,
     )
     stop = await run_turn(turn)
@@ -127,7 +129,8 @@ async def test_pending_text_goes_out_when_cancelled() -> None:
             await asyncio.Event().wait()
             yield Finish("stop")  # never reached
 
-    turn = Turn(backend=Hangs(), history=History([text_message("user", "hi")]), emit=seen.append)
+    history = History([text_message("user", "hi")])
+    turn = Turn(Hangs(), history, seen.append, PlainVoice(seen.append))
     task = asyncio.create_task(run_turn(turn))
     await asyncio.sleep(0.01)
     task.cancel()

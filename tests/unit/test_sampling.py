@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from acp_server.backends import local
-from acp_server.backends.openai import OpenAIBackend
+from acp_server.backends.local import backend as local
+from acp_server.backends.openai.backend import OpenAIBackend
 from acp_server.backends.providers import builtin_providers
 from acp_server.backends.sampling import TEMPERATURE_ENV, TOP_P_ENV, Sampling, chosen
-from acp_server.backends.select import from_provider
+from acp_server.backends.selection.select import from_provider
 from acp_server.config.file import ConfigError, load_config
 from acp_server.messages import ModelRequest, text_message
 from acp_server.models.catalogue import build_catalogue

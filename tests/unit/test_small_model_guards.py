@@ -19,10 +19,11 @@ from acp_server.agent.guards import REPEATED_RESULT, repeated
 from acp_server.agent.history import History
 from acp_server.agent.loop import StopReason, Turn, run_turn
 from acp_server.backends._http import RetryPolicy
-from acp_server.backends.openai import OpenAIBackend
-from acp_server.backends.textcalls import ECHO_EXPLANATION
+from acp_server.backends.openai.backend import OpenAIBackend
+from acp_server.backends.textcalls.recover import ECHO_EXPLANATION
 from acp_server.messages import Message, ToolCall, history_problems, text_message
 from acp_server.permissions import Permissions, RuleStore
+from acp_server.session.voice import Voice
 from acp_server.tools.defaults import default_tools
 from acp_server.tools.toolbox import Toolbox
 from acp_server.updates import Update
@@ -115,8 +116,8 @@ async def rig(tmp_path: Path) -> AsyncIterator[Callable[..., Rig]]:
             backend=backend,
             history=History([text_message("user", prompt)]),
             emit=seen.append,
+            voice=Voice(lambda u: sort(u, told, seen), notices=True),
             tools=toolbox,
-            tell=lambda text, severity: told.append(text),
             max_requests=8,
         )
         return Rig(turn, model, seen, told)
@@ -241,3 +242,11 @@ def test_asking_again_for_what_changes_by_itself_is_never_held_back(
     first, again = ToolCall("c1", name, arguments), ToolCall("c2", name, dict(arguments))
     ask = text_message("user", "go")
     assert not repeated(again, [ask, _assistant(first), _result(first), _assistant(again)])
+
+
+def sort(update: Update, told: list[str], seen: list[Update]) -> None:
+    """The turn's notices as their text in `told`, what else its voice says in `seen`."""
+    if update["sessionUpdate"] == "notice":
+        told.append(update["title"])
+    else:
+        seen.append(update)

@@ -78,7 +78,7 @@ async def test_unanswered_cleanup_is_bounded(
 
 def test_decorated_tool_names_still_find_the_tool(tmp_path: Path) -> None:
     """llama.cpp's function-calling template made SmolLM2 call `read_file:`."""
-    from acp_server.tools.fs import READ_FILE
+    from acp_server.tools.files.fs import READ_FILE
 
     box = Toolbox(
         [READ_FILE],
@@ -107,7 +107,7 @@ class RecordsPermission(NoEditor):
 
 async def test_a_command_with_backticks_stays_inside_its_fence(tmp_path: Path) -> None:
     from acp_server.markdown import fence
-    from acp_server.tools.shell import RUN_COMMAND
+    from acp_server.tools.commands.shell import RUN_COMMAND
 
     client = RecordsPermission()
     box = Toolbox(
@@ -129,7 +129,7 @@ async def test_deferred_mcp_tools_are_found_through_search_and_then_offered(
 ) -> None:
     from acp_server.context.profile import ToolRoom
     from acp_server.context.tokens import Estimator
-    from acp_server.tools.tool_search import SEARCH_TOOL, McpTool, ToolCatalog
+    from acp_server.tools.mcp.tool_search import SEARCH_TOOL, McpTool, ToolCatalog
 
     async def ran(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         return ToolOutcome("42 commits")

@@ -11,6 +11,7 @@ from acp_server.agent.history import History
 from acp_server.agent.loop import NoTools, Turn
 from acp_server.backends.scripted import ScriptedBackend
 from acp_server.messages import ToolCall
+from acp_server.session.voice import Voice
 from acp_server.updates import Update
 from acp_server.workspace.workspace import Workspace, instruct
 
@@ -24,12 +25,20 @@ async def test_a_nested_file_is_told_in_a_note_after_the_call(tmp_path: Path) ->
     script.write_text(json.dumps([]), encoding="utf-8")
     seen: list[Update] = []
     said: list[str] = []
+
+    def told(update: Update) -> None:
+        """What the turn's voice says: a notice as its text in `said`."""
+        if update["sessionUpdate"] == "notice":
+            said.append(update["title"])
+        else:
+            seen.append(update)
+
     turn = Turn(
         backend=ScriptedBackend(script),
         history=History(),
         emit=seen.append,
+        voice=Voice(told, notices=True),
         system="BASE",
-        tell=lambda text, severity: said.append(text),
     )
     workspace = Workspace(tmp_path, (), None)
     await instruct(turn, NoTools, workspace, "\n\nMCP NOTE", None)

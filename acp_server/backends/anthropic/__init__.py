@@ -1,0 +1,1 @@
+"""The Anthropic Messages dialect: its backend and its wire format."""

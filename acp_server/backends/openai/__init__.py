@@ -1,0 +1,1 @@
+"""The OpenAI chat-completions dialect: its backend and its wire format."""

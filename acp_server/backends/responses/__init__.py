@@ -1,0 +1,1 @@
+"""The OpenAI Responses dialect: its backend and its wire format."""

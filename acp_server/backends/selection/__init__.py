@@ -1,0 +1,1 @@
+"""Choosing a model: the backend `--model` or the configuration names, what local servers have."""

@@ -1,0 +1,1 @@
+"""The command tools: run_command (foreground or background), its jobs, their process groups."""

@@ -1,0 +1,1 @@
+"""MCP servers as tools: their configuration, connection, processes, questions and tool budget."""
