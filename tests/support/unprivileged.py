@@ -93,16 +93,7 @@ def unprivileged() -> User:
         pytest.skip("creating an unprivileged user needs root; this suite runs as a user already")
     if shutil.which("useradd") is None:
         pytest.skip("useradd is not installed, so no unprivileged user can be made")
-    try:
-        entry = pwd.getpwnam(NAME)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", NAME],
-            check=False,
-            capture_output=True,
-            timeout=30,
-        )
-        entry = pwd.getpwnam(NAME)  # KeyError here: useradd failed, and the test errors
+    entry = _made_once()
     python = _interpreter()
     if python is None:
         pytest.skip(
@@ -113,6 +104,25 @@ def unprivileged() -> User:
     user = User(NAME, entry.pw_uid, grp.getgrgid(entry.pw_gid).gr_gid, python, _readable_path())
     _MADE.append(user)
     return user
+
+
+def _made_once() -> pwd.struct_passwd:
+    """The user's entry, made first if need be; one test process at a time (the suite runs
+    in several: a second useradd while the first holds /etc/passwd fails)."""
+    import fcntl
+
+    with open(Path(tempfile.gettempdir()) / "acp-test-user.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return pwd.getpwnam(NAME)
+        except KeyError:
+            subprocess.run(
+                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", NAME],
+                check=False,
+                capture_output=True,
+                timeout=30,
+            )
+            return pwd.getpwnam(NAME)  # KeyError here: useradd failed, and the test errors
 
 
 def open_to_others(path: Path) -> bool:
