@@ -2,18 +2,18 @@
 through `acp-server run` on a local model and scored by its effect (a file's contents, `pytest`
 passing, the answer holding a fact only a tool could find), never by how the model words it.
 
-Run: python benchmarks/tasks.py [--model local:/path/to/model.gguf] [--only NAME ...]
+Run: python benchmarks/tasks.py [--model 1.5b|0.5b|local:/path/to/model.gguf] [--only NAME ...]
 (or `python benchmarks/run_all.py --tasks`, which adds its figures to the table).
 
 Without --model it uses the tool-model tier's Qwen2.5-Coder-1.5B (tests/support/tool_model.py:
-assembled from pinned packages, sha256 checked). Each task gets a fresh folder, temperature 0
-(the local default), 2 threads, an 8,192-token window (in 4,096 the compact tool profile
-leaves grep, list_directory and write_file out), at most 8 model requests and `--timeout`
-seconds. One line per task: passed or not, wall time, exit status, the model requests (the
-embedded server's log), the prompt and reply tokens (run's tokens line) and the share of the
-prompt tokens llama.cpp's prefix cache served (its own log, ACP_SERVER_LOCAL_VERBOSE=1); then
-the pass rate (target: three in four) and the totals as BENCH figures. One pass takes ~15-25
-minutes on 2 quiet cores.
+assembled from pinned packages, sha256 checked); `--model 0.5b` its 0.5B sibling, likewise.
+Each task gets a fresh folder, temperature 0 (the local default), 2 threads, an 8,192-token
+window (in 4,096 the compact tool profile leaves grep, list_directory and write_file out), at
+most 8 model requests and `--timeout` seconds. One line per task: passed or not, wall time,
+exit status, the model requests (the embedded server's log), the prompt and reply tokens (run's
+tokens line) and the share of the prompt tokens llama.cpp's prefix cache served (its own log,
+ACP_SERVER_LOCAL_VERBOSE=1); then the pass rate (target: three in four) and the totals as BENCH
+figures. One pass takes ~15-25 minutes on 2 quiet cores.
 """
 
 from __future__ import annotations
@@ -238,16 +238,22 @@ def run_task(task: Task, model: str, timeout: float) -> Outcome:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", help="PROVIDER:MODEL (default: the tool-model tier's file)")
+    parser.add_argument(
+        "--model",
+        default="1.5b",
+        help="PROVIDER:MODEL, or 1.5b (the default: the tool-model tier's file) or 0.5b (its "
+        "smaller sibling), assembled from their pinned packages",
+    )
     parser.add_argument("--only", nargs="*", default=[], help="task names to run")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per task")
     parser.add_argument("--label", default="", help="a name for the model in the figures")
     args = parser.parse_args()
     model = args.model
-    if model is None:
-        from tests.support.tool_model import assemble, cache_dir
+    if model in ("1.5b", "0.5b"):
+        from tests.support.tool_model import CODER_0_5B, CODER_1_5B, assemble, cache_dir
 
-        model = f"local:{assemble(cache_dir())}"
+        label = args.label or f"Qwen2.5-Coder-{model.upper()}"
+        model = f"local:{assemble(cache_dir(), CODER_1_5B if model == '1.5b' else CODER_0_5B)}"
     label = args.label or Path(model.split(":", 1)[-1]).stem
     chosen = [t for t in TASKS if not args.only or t.name in args.only]
     outcomes = []

