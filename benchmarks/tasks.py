@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -207,33 +208,43 @@ def measured(outcome: Outcome, said: str, server_log: str) -> Outcome:
 
 
 def run_task(task: Task, model: str, timeout: float) -> Outcome:
-    with tempfile.TemporaryDirectory(prefix="acp-task-") as folder:
-        repo = Path(folder) / "repo"
-        repo.mkdir()
-        for name, text in task.files.items():
-            (repo / name).write_text(text, encoding="utf-8")
-        data = Path(folder) / "data"
-        env = {
-            **os.environ,
-            "ACP_SERVER_LOCAL_CONTEXT": "8192",
-            "ACP_SERVER_LOCAL_THREADS": "2",
-            "ACP_SERVER_LOCAL_VERBOSE": "1",
-            "ACP_SERVER_DATA_DIR": str(data),
-            "ACP_SERVER_DISCOVER": "0",
-        }
-        argv = [sys.executable, "-m", "acp_server", "run", "--model", model, "--yes"]
-        argv += ["--cwd", str(repo), "--max-turn-requests", "8", task.prompt]
-        start = time.monotonic()
-        try:
-            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
-            answer, code, said = done.stdout, done.returncode, done.stderr + done.stdout
-        except subprocess.TimeoutExpired:
-            answer, code, said = "", -1, "(timed out)"
-        seconds = time.monotonic() - start
-        log = data / "local-model.log"
-        server_log = log.read_text("utf-8", "replace") if log.exists() else ""
-        outcome = Outcome(task.name, task.check(repo, answer), seconds, code, tail=said[-600:])
-        return measured(outcome, said, server_log)
+    # The same folder for a task at every run: its path is in the system prompt, and at
+    # temperature 0 a different path (a random temporary name) is a different answer.
+    folder = Path(tempfile.gettempdir()) / "acp-tasks" / task.name.replace(" ", "-")
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        return _run_in(folder, task, model, timeout)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_in(folder: Path, task: Task, model: str, timeout: float) -> Outcome:
+    repo = folder / "repo"
+    repo.mkdir(parents=True)
+    for name, text in task.files.items():
+        (repo / name).write_text(text, encoding="utf-8")
+    data = folder / "data"
+    env = {
+        **os.environ,
+        "ACP_SERVER_LOCAL_CONTEXT": "8192",
+        "ACP_SERVER_LOCAL_THREADS": "2",
+        "ACP_SERVER_LOCAL_VERBOSE": "1",
+        "ACP_SERVER_DATA_DIR": str(data),
+        "ACP_SERVER_DISCOVER": "0",
+    }
+    argv = [sys.executable, "-m", "acp_server", "run", "--model", model, "--yes"]
+    argv += ["--cwd", str(repo), "--max-turn-requests", "8", task.prompt]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+        answer, code, said = done.stdout, done.returncode, done.stderr + done.stdout
+    except subprocess.TimeoutExpired:
+        answer, code, said = "", -1, "(timed out)"
+    seconds = time.monotonic() - start
+    log = data / "local-model.log"
+    server_log = log.read_text("utf-8", "replace") if log.exists() else ""
+    outcome = Outcome(task.name, task.check(repo, answer), seconds, code, tail=said[-600:])
+    return measured(outcome, said, server_log)
 
 
 def main() -> int:
