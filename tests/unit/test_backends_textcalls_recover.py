@@ -235,3 +235,20 @@ async def test_held_text_is_released_before_a_stream_error() -> None:
     model = Model([TextDelta("partial <"), StreamError("boom")])
     events = await play(CallRecovery(), model)
     assert events == [TextDelta("partial "), TextDelta("<"), StreamError("boom")]
+
+
+async def test_arguments_that_are_the_tools_schema_are_sent_back_with_an_example() -> None:
+    """Seen on Qwen2.5-Coder-1.5B: read_file called with its own parameter schema."""
+    path = ToolSpec(
+        "read_file",
+        "Read a file",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    )
+    request = ModelRequest(messages=REQUEST.messages, tools=(path,))
+    echoed = json.dumps({"name": "read_file", "arguments": path.parameters})
+    model = Model(reply(f"<tool_call>{echoed}</tool_call>"), reply(BLOCK))
+    events = await play(CallRecovery(), model, request)
+    explanation = model.requests[1].messages[-1].text
+    assert "do not fit its schema" in explanation
+    assert '{"name": "read_file", "arguments": {"path": "..."}}' in explanation
+    assert calls(events) == [("call_recovered_0", "read_file", {"path": "a.py"})]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from acp_server.backends.textcalls.forms import (
@@ -50,6 +50,7 @@ from acp_server.messages import (
     StreamError,
     TextDelta,
     ToolCallDelta,
+    ToolSpec,
     text_message,
 )
 
@@ -60,6 +61,10 @@ EXPLANATION = (
     "Your last message contained a tool call I could not use ({problem}), so it was not run. "
     "To call a tool, write one block per call, exactly like this, with the arguments as a JSON "
     'object:\n<tool_call>{{"name": "TOOL_NAME", "arguments": {{"ARGUMENT": "VALUE"}}}}</tool_call>'
+)
+EXAMPLE = (
+    "\nFor {name}, the arguments hold the values themselves, not the tool's schema: "
+    '<tool_call>{{"name": "{name}", "arguments": {{{arguments}}}}}</tool_call>'
 )
 RETRY_NOTICE = (
     "The model wrote a tool call that could not be used ({problem}); asking it to try again."
@@ -261,9 +266,9 @@ class _Pass:
         if self.finish not in ("stop", "tool_calls") or valid or not request.tools:
             return None
         if self.problems:
-            return RETRY_NOTICE.format(problem=self.problems[0]), EXPLANATION.format(
-                problem=self.problems[0]
-            )
+            problem = self.problems[0]
+            explanation = EXPLANATION.format(problem=problem) + example(problem, request.tools)
+            return RETRY_NOTICE.format(problem=problem), explanation
         if self.echoed and not self.shown:
             return ECHO_NOTICE, ECHO_EXPLANATION
         return None
@@ -362,6 +367,21 @@ def _closing(done: _Pass) -> list[Event]:
         reason = "tool_calls"
     out.append(Finish(reason))
     return out
+
+
+def example(problem: str, tools: Sequence[ToolSpec]) -> str:
+    """For a call whose arguments did not fit, a call of that tool with its own argument names
+    (small models send the tool's schema back as its arguments); "" otherwise."""
+    for tool in tools:
+        if problem.startswith(f"the arguments of {tool.name} do not fit"):
+            properties = tool.parameters.get("properties")
+            if not isinstance(properties, dict) or not properties:
+                return ""
+            required = [p for p in tool.parameters.get("required", ()) if p in properties]
+            names = required or list(properties)[:1]
+            arguments = ", ".join(f'"{name}": "..."' for name in names)
+            return EXAMPLE.format(name=tool.name, arguments=arguments)
+    return ""
 
 
 def retry_request(request: ModelRequest, reply_text: str, explanation: str) -> ModelRequest:
