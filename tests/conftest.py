@@ -134,6 +134,22 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+LONG = 1800  # seconds: a test with a time limit this long waits on a real model for minutes
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest tests (the real-model sessions, by their time limits) go first, the rest
+    keep their order. Run on several workers (scripts/check), the long ones then overlap
+    everything else instead of being the last thing the whole run waits for."""
+
+    def limit(item: pytest.Item) -> float:
+        marker = item.get_closest_marker("timeout")
+        value = marker.args[0] if marker is not None and marker.args else 0
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    items.sort(key=lambda item: -limit(item) if limit(item) >= LONG else 0.0)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     lines = config.stash.get(FIGURES, [])
     if lines:
