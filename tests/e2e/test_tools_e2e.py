@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_editor import FakeEditor
+from tests.support.progress import while_working
 from tests.support.raw import Frame, RawServer
 
 Start = Callable[..., Any]
@@ -57,7 +58,11 @@ async def run_prompt(server: RawServer, session: str, text: str = "go") -> tuple
     req = await server.call(
         "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
     )
-    answer, before = await server.response(req, timeout=30)
+    # Waited for while the agent works, not for a fixed time: on a machine busy with other
+    # work a turn with commands or MCP servers to start took over 30 s (tests/support/progress).
+    answer, before = await while_working(
+        server.response(req, None), [server.proc.pid], what="a turn"
+    )
     return answer["result"]["stopReason"], before
 
 
