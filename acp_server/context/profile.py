@@ -27,11 +27,15 @@ SMALL_WINDOW = 8192
 FIXED_SHARE = 0.25  # of the window, the most the system prompt and tools should take
 LEAVE_OUT_ORDER = (
     "fetch_url",
+    # Questions to the user (offered to an editor that shows forms): a small model with a
+    # small window needs its project's tools first.
+    "plan_ready",
+    "ask_user",
     "stop_command",
     "command_output",
-    "list_directory",
     "glob",
     "update_plan",
+    "list_directory",
     "write_file",
     "grep",
     "task",

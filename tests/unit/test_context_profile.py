@@ -82,7 +82,8 @@ def test_tools_are_left_out_only_as_far_as_needed(window: int) -> None:
     est = Estimator()
     tools = real_tools()
     profile = choose_profile(window, real_system(), tools, est)
-    assert profile.leave_out == LEAVE_OUT_ORDER[: len(profile.leave_out)]
+    order = tuple(name for name in LEAVE_OUT_ORDER if name in {t.name for t in tools})
+    assert profile.leave_out == order[: len(profile.leave_out)]
     one_more = [shorten(t) for t in tools if t.name not in profile.leave_out[:-1]]
     assert est.corrected(est.text(real_system()) + est.tools(one_more)) > profile.limit
 
@@ -134,3 +135,21 @@ def test_the_session_chooses_again_when_the_system_prompt_grows() -> None:
     plain = session.tools(real_system(), tools)
     instructed = session.tools(real_system() + "\n\nUse pnpm. " * 300, tools)
     assert len(instructed) < len(plain)
+
+
+def test_at_the_default_window_questions_to_the_user_go_before_the_projects_tools() -> None:
+    """An editor that shows forms is offered ask_user and plan_ready too: at 8,192 tokens they
+    are left out first, so that listing, writing and searching the project stay (grep,
+    list_directory and write_file were left out for them, and a 1.5B model could not list or
+    search the files it was asked about)."""
+    from acp_server.tools.ask import ASK_USER
+    from acp_server.tools.plan_ready import plan_ready_tool
+
+    questions = [ASK_USER, plan_ready_tool(lambda: "plan", lambda mode: None)]
+    tools = real_tools() + tuple(
+        ToolSpec(t.name, t.description, schemas.load(f"tools/{t.name}.json")) for t in questions
+    )
+    profile = choose_profile(SMALL_WINDOW, real_system(), tools, Estimator())
+    assert {"ask_user", "plan_ready"} <= set(profile.leave_out)
+    offered = {t.name for t in apply_profile(profile, tools)}
+    assert {"list_directory", "grep", "write_file"} <= offered, profile.describe()
