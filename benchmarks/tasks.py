@@ -192,18 +192,24 @@ class Outcome:
 
 _TOKENS = re.compile(r"\[tokens: ([\d,]+) in, ([\d,]+) out")
 _HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
+_PROMPT_EVAL = re.compile(r"prompt eval time = .*?/\s*(\d+) tokens")
+_EVAL = re.compile(r"\beval time = .*?/\s*(\d+) runs")
 
 
 def measured(outcome: Outcome, said: str, server_log: str) -> Outcome:
     """The task's requests, tokens and cache reuse, from what run printed (its tokens line)
     and the embedded server's log (one POST per chat request; llama-cpp-python's own prefix
-    cache hits, written with ACP_SERVER_LOCAL_VERBOSE=1)."""
+    cache hits and timings, written with ACP_SERVER_LOCAL_VERBOSE=1)."""
+    outcome.requests = server_log.count("POST /v1/chat/completions")
+    outcome.cached = sum(int(hit) for hit in _HIT.findall(server_log))
     found = _TOKENS.search(said)
     if found:
         outcome.tokens_in = int(found.group(1).replace(",", ""))
         outcome.tokens_out = int(found.group(2).replace(",", ""))
-    outcome.requests = server_log.count("POST /v1/chat/completions")
-    outcome.cached = sum(int(hit) for hit in _HIT.findall(server_log))
+    else:  # llama-cpp-python reports no usage when streaming: its own timings say it
+        read = sum(int(n) for n in _PROMPT_EVAL.findall(server_log))
+        outcome.tokens_in = read + outcome.cached
+        outcome.tokens_out = sum(int(n) for n in _EVAL.findall(server_log))
     return outcome
 
 
