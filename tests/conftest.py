@@ -150,6 +150,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: -limit(item) if limit(item) >= LONG else 0.0)
 
 
+# The files of those tests: on several workers (scripts/check: pytest-xdist, a file per worker),
+# xdist hands out files with the most tests first, so these two-test files came last and the
+# whole run waited on them alone; they are handed out first instead.
+LONG_FILES = ("tests/e2e/test_real_model.py", "tests/e2e/test_tool_model.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
+
+    class LongFilesFirst(LoadFileScheduling):  # type: ignore[misc]
+        def _assign_work_unit(self, node: Any) -> None:
+            for scope in [s for s in self.workqueue if s.endswith(LONG_FILES)]:
+                self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    if config.getoption("dist") != "loadfile":
+        return None  # another distribution asked for: xdist's own
+    return LongFilesFirst(config, log)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     lines = config.stash.get(FIGURES, [])
     if lines:
