@@ -28,7 +28,13 @@ def ask(**arguments: Any) -> dict[str, Any]:
 async def started(
     server_factory: Start, mock: MockLLM, editor: FakeEditor, cwd: Path
 ) -> tuple[RawServer, str]:
-    env = {"OPENAI_BASE_URL": f"{mock.url}/v1", "OPENAI_API_KEY": "sk-mock"}
+    env = {
+        "OPENAI_BASE_URL": f"{mock.url}/v1",
+        "OPENAI_API_KEY": "sk-mock",
+        # A model's window as hosted ones have: at the 8,192 tokens assumed for a model nobody
+        # described, the questions to the user are the first tools left out (context/profile).
+        "ACP_SERVER_CONTEXT_WINDOW": "32768",
+    }
     server: RawServer = await server_factory("--model", "openai:mock-model", env=env)
     editor.attach(server)
     caps = editor.capabilities()
