@@ -167,6 +167,8 @@ class Mutator:
         """A chain of containers as deep as allowed (or less): the frame, its params and the
         path to the node already take len(path) + 1 levels of the 128."""
         room = MAX_DEPTH - len(path) - 1
+        if room < 1:  # the node is already as deep as allowed (an earlier mutation nested it)
+            return params
         levels = room if self.rng.random() < 0.3 else self.rng.randint(1, room)
         value: Any = self.rng.choice(["leaf", 1, None])
         for _ in range(levels):
