@@ -134,25 +134,9 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-LONG = 1800  # seconds: a test with a time limit this long waits on a real model for minutes
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest tests (the real-model sessions, by their time limits) go first, the rest
-    keep their order. Run on several workers (scripts/check), the long ones then overlap
-    everything else instead of being the last thing the whole run waits for."""
-
-    def limit(item: pytest.Item) -> float:
-        marker = item.get_closest_marker("timeout")
-        value = marker.args[0] if marker is not None and marker.args else 0
-        return float(value) if isinstance(value, int | float) else 0.0
-
-    items.sort(key=lambda item: -limit(item) if limit(item) >= LONG else 0.0)
-
-
-# The files of those tests: on several workers (scripts/check: pytest-xdist, a file per worker),
-# xdist hands out files with the most tests first, so these two-test files came last and the
-# whole run waited on them alone; they are handed out first instead.
+# The test files that wait on a real model for minutes: on several workers (scripts/check:
+# pytest-xdist, a file per worker), xdist hands out the files with the most tests first, so these
+# two-test files came last and the whole run waited on them alone; they are handed out first.
 LONG_FILES = ("tests/e2e/test_real_model.py", "tests/e2e/test_tool_model.py")
 
 

