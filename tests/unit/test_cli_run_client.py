@@ -1,5 +1,6 @@
 """The parts of `acp-server run` that talk to a person: the permission question (read from a
-pipe standing in for the terminal), its answers, and the styling rules of the printer."""
+pipe standing in for the terminal), its answers, and the styling rules of the printer; and how
+`run` ends its server."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from acp_server.cli.run.client import end_server
 from acp_server.cli.run.permission import Permissions, choose_policy, option_for
 from acp_server.cli.run.printer import Printer, Style
 
@@ -99,3 +101,18 @@ def test_an_edit_diff_is_shown_once() -> None:
     assert shown.count("-old") == 1 and shown.count("+new") == 1
     assert "--- a/a.txt\n+++ b/a.txt\n" in shown  # relative to the session's folder
     assert "[tool completed] Edit a.txt" in shown
+
+
+def test_a_server_that_does_not_end_is_killed_and_its_end_seen_before_run_returns() -> None:
+    # A server that ignores the end of its input (stopped, hung). Killing it without waiting
+    # let the event loop close first; the end was then reported to a closed loop ("Event loop
+    # is closed" after "[stopped: interrupted]", seen on a busy machine).
+    async def main() -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            "sleep", "60", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        await end_server(proc, grace=0.2)
+        return proc
+
+    proc = asyncio.run(main())
+    assert proc.returncode == -9  # killed, and that was seen while the loop still ran

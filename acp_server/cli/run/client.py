@@ -168,13 +168,23 @@ async def _run(args: argparse.Namespace) -> int:
         printer.finish(None)
         return _server_failed(exc)
     finally:
-        proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 5)
-        except TimeoutError:
-            proc.kill()
+        await end_server(proc)
         reader.cancel()
     return _report(printer, result, session_id)
+
+
+async def end_server(proc: asyncio.subprocess.Process, grace: float = 5) -> None:
+    """Close the server's input and give it `grace` seconds to finish; then kill it. Either way wait
+    until its end has been seen here: a server killed but not awaited would be reported
+    after the event loop closed ("Event loop is closed" on a busy machine), and its pipes
+    left open."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
 
 
 async def _converse(
