@@ -58,6 +58,16 @@ def private_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return data
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Servers started by fixtures wider than a test (a module's recorded sessions) log into
+    the run's own folder too, never the developer's ~/.local/state."""
+    state = tmp_path_factory.mktemp("state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(state))
+        yield state
+
+
 @pytest.fixture(autouse=True)
 def default_log_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every server a test starts logs into the test's own state folder, at the default level
