@@ -18,10 +18,12 @@ from acp_server.messages import (
     Event,
     Finish,
     FinishReason,
+    Message,
     ModelRequest,
     Notice,
     StreamError,
     TextDelta,
+    ToolCall,
     ToolCallAssembler,
     ToolCallDelta,
     ToolSpec,
@@ -252,3 +254,35 @@ async def test_arguments_that_are_the_tools_schema_are_sent_back_with_an_example
     assert "do not fit its schema" in explanation
     assert '{"name": "read_file", "arguments": {"path": "..."}}' in explanation
     assert calls(events) == [("call_recovered_0", "read_file", {"path": "a.py"})]
+
+
+AFTER_RESULT = ModelRequest(
+    messages=(
+        *REQUEST.messages,
+        Message("assistant", (), tool_calls=(ToolCall("call_1", "read_file", {"path": "a"}),)),
+        text_message("tool", "x = 1", tool_call_id="call_1"),
+    ),
+    tools=(READ,),
+)
+
+
+async def test_an_empty_reply_right_after_a_tool_result_is_asked_again_once() -> None:
+    """Seen on Qwen2.5-Coder-1.5B: after write_file's result, a reply with no text at all."""
+    model = Model(reply(""), reply("It says x = 1."))
+    events = await play(CallRecovery(), model, AFTER_RESULT)
+    assert len(model.requests) == 2
+    asked = model.requests[1].messages
+    assert asked[:-1] == AFTER_RESULT.messages  # no empty assistant message is added
+    assert asked[-1].role == "user" and "was empty" in asked[-1].text
+    assert [e.text for e in events if isinstance(e, Notice)] == [
+        "The model sent an empty reply after the tool result; asking it to answer."
+    ]
+    assert visible(events) == "It says x = 1." and events[-1] == Finish("stop")
+
+
+async def test_an_empty_reply_elsewhere_or_twice_is_not_asked_again() -> None:
+    model = Model(reply(""), reply(""), reply(" \n"))
+    assert (await play(CallRecovery(), model))[-1] == Finish("stop")  # not after a result
+    assert len(model.requests) == 1
+    events = await play(CallRecovery(), model, AFTER_RESULT)
+    assert len(model.requests) == 3 and events[-1] == Finish("stop")  # asked once, no more

@@ -20,6 +20,8 @@ call could not be used gets one retry with an explanation": the request is sent 
 the assistant's text and a short user message that shows the expected format. If that reply is
 unusable too, the turn ends without the call (its text is shown) and a notice says so; a reply
 that only looked like a call (a fenced call to a tool that was not offered) gets a notice too.
+A reply that only echoed tool-result markup, or was empty right after tool results (small
+models fall silent there), is asked again the same way, once.
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ ECHO_NOTICE = "The model repeated the tool result instead of answering; asking i
 ECHO_EXPLANATION = (
     "Your last message only repeated the tool result instead of answering. Answer my request "
     "now in plain words, using that result, or call another tool if you need more."
+)
+EMPTY_NOTICE = "The model sent an empty reply after the tool result; asking it to answer."
+EMPTY_EXPLANATION = (
+    "Your last message was empty. Answer my request now in plain words, using the tool results "
+    "above, or call another tool if you need more."
 )
 LOST = "The model wrote a tool call that could not be used ({problem}); it was not run."
 UNREAD = (
@@ -261,7 +268,8 @@ class _Pass:
 
     def retry(self, request: ModelRequest) -> tuple[str, str] | None:
         """(the notice, the explanation for the model) when the reply is to be asked again:
-        its only call could not be used, or it only echoed a tool result; else None."""
+        its only call could not be used, it only echoed a tool result, or it was empty right
+        after tool results; else None."""
         valid = self.native_calls or self.recovered > 0
         if self.finish not in ("stop", "tool_calls") or valid or not request.tools:
             return None
@@ -271,6 +279,9 @@ class _Pass:
             return RETRY_NOTICE.format(problem=problem), explanation
         if self.echoed and not self.shown:
             return ECHO_NOTICE, ECHO_EXPLANATION
+        after_results = bool(request.messages) and request.messages[-1].role == "tool"
+        if after_results and not self.shown and not "".join(self.raw_text).strip():
+            return EMPTY_NOTICE, EMPTY_EXPLANATION  # small models fall silent after a result
         return None
 
 
@@ -385,9 +396,8 @@ def example(problem: str, tools: Sequence[ToolSpec]) -> str:
 
 
 def retry_request(request: ModelRequest, reply_text: str, explanation: str) -> ModelRequest:
-    """The request again, plus the failed reply's text and what was wrong with it."""
-    extra = (
-        text_message("assistant", reply_text),
-        text_message("user", explanation),
-    )
+    """The request again, plus the failed reply's text (unless it had none) and what was
+    wrong with it."""
+    extra = (text_message("assistant", reply_text),) if reply_text.strip() else ()
+    extra += (text_message("user", explanation),)
     return dataclasses.replace(request, messages=request.messages + extra)
