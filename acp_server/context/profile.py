@@ -6,10 +6,10 @@ than a quarter of it (8,192 is also the default window of a model nobody describ
 profile is compact: every description is cut to its first sentence (no examples, no defaults),
 parameters that need a tool left out go with it (`COMPANIONS`), and the rarely needed tools are
 left out, in `LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is within a quarter
-of the window (subagents last: a window this small has little use for them; `search_tools`,
-offered only when MCP tools are deferred, is never left out, since it is the one way to reach
-them); when it is still larger, the parameters lose their descriptions too (`bare`: their
-names, types and bounds say most of it). The core tools (read, edit, run) are never left out.
+of the window (subagents early: a window this small has no room for a second conversation;
+`search_tools`, offered only when MCP tools are deferred, is never left out, since it is the
+one way to reach them); when it is still larger, the parameters lose their descriptions too
+(`bare`: their names, types and bounds say most of it). The core tools (read, edit, run) are never left out.
 This module only decides and measures; the session applies it.
 """
 
@@ -27,6 +27,9 @@ SMALL_WINDOW = 8192
 FIXED_SHARE = 0.25  # of the window, the most the system prompt and tools should take
 LEAVE_OUT_ORDER = (
     "fetch_url",
+    # Subagents: a second conversation needs room this window does not have, and the small
+    # models that run in one do better doing the work themselves.
+    "task",
     # Questions to the user (offered to an editor that shows forms): a small model with a
     # small window needs its project's tools first.
     "plan_ready",
@@ -38,7 +41,6 @@ LEAVE_OUT_ORDER = (
     "list_directory",
     "write_file",
     "grep",
-    "task",
 )
 DROPPED_KEYS = frozenset({"$schema", "default", "examples"})
 # Parameters that only make sense with a tool that may be left out: gone with it.

@@ -153,3 +153,22 @@ def test_at_the_default_window_questions_to_the_user_go_before_the_projects_tool
     assert {"ask_user", "plan_ready"} <= set(profile.leave_out)
     offered = {t.name for t in apply_profile(profile, tools)}
     assert {"list_directory", "grep", "write_file"} <= offered, profile.describe()
+
+
+def test_subagents_go_before_the_tools_that_list_and_search_the_project() -> None:
+    """With `task` offered too (as a session offers it), a small window loses the subagent
+    first: Qwen2.5-Coder-1.5B at 8,192 tokens was offered `task` but not `list_directory`, and
+    asked to list the files it called list_directory anyway, which could not run."""
+    from acp_server.tools.task import task_tool
+
+    async def delegate(*args: object) -> str:
+        return ""
+
+    spec = task_tool(delegate)  # type: ignore[arg-type]
+    task = ToolSpec(spec.name, spec.description, schemas.load("tools/task.json"))
+    tools = (*real_tools(), task)
+    for window in (4096, SMALL_WINDOW):
+        profile = choose_profile(window, real_system(), tools, Estimator())
+        assert "task" in profile.leave_out, profile.describe()
+    offered = {t.name for t in apply_profile(profile, tools)}
+    assert {"list_directory", "grep", "write_file"} <= offered, profile.describe()
