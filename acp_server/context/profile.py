@@ -9,8 +9,8 @@ left out, in `LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is 
 of the window (subagents early: a window this small has no room for a second conversation;
 `search_tools`, offered only when MCP tools are deferred, is never left out, since it is the
 one way to reach them); when it is still larger, the parameters lose their descriptions too
-(`bare`: their names, types and bounds say most of it). The core tools (read, edit, run) are never left out.
-This module only decides and measures; the session applies it.
+(`bare`: their names, types and bounds say most of it). The core tools (read, edit, run) are
+never left out. This module only decides and measures; the session applies it.
 """
 
 from __future__ import annotations
