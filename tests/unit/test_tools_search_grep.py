@@ -50,6 +50,21 @@ async def test_grep_a_single_file(h: Harness) -> None:
     assert out.text == "src/util/helper.py:2:     return 42"
 
 
+async def test_a_path_that_is_not_there_says_what_to_give_instead(h: Harness) -> None:
+    """Seen on Qwen2.5-Coder-1.5B: a file pattern given as `path`; it then told the user the
+    file did not exist instead of searching again."""
+    with pytest.raises(ToolFailure) as pattern:
+        await h.run(GREP, pattern="main", path="src/**/*.ts")
+    assert str(pattern.value) == (
+        f"Not found: {h.cwd / 'src/**/*.ts'}. `path` is one file or folder. Leave `path` out to "
+        "search the whole working directory; to search only some files, give their pattern as "
+        "`glob` (e.g. `**/*.py`)."
+    )
+    with pytest.raises(ToolFailure, match=r"folder\. Leave `path` out to search the whole working"
+                       r" directory\.$"):  # fmt: skip
+        await h.run(GREP, pattern="main", path="lib")
+
+
 async def test_grep_invalid_regex_is_a_failure_with_the_reason(h: Harness) -> None:
     with pytest.raises(
         ToolFailure, match=r"Invalid regular expression '\(unclosed': .*(unclosed|missing \))"

@@ -121,7 +121,7 @@ async def _grep(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     base = arg_path(args, ctx) or ctx.cwd
     await ctx.permit(Permit(paths=(base,)))
     if not base.exists():
-        raise ToolFailure(f"Not found: {base}")
+        raise ToolFailure(_not_found(base))
     if base.is_file() and (reason := not_searchable(base)):
         raise ToolFailure(reason)
     result = await search(base, query)
@@ -130,6 +130,14 @@ async def _grep(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     hits = [h for h in result.hits if h.match][:MAX_LOCATIONS]
     locations = [{"path": str(h.path), **({"line": h.line} if h.line else {})} for h in hits]
     return dataclasses.replace(outcome, locations=locations or None)
+
+
+def _not_found(base: Path) -> str:
+    """What to do instead: small models put a file pattern (`src/**/*.ts`) in `path`."""
+    hint = "Leave `path` out to search the whole working directory"
+    if any(c in base.name for c in "*?[{"):
+        hint += "; to search only some files, give their pattern as `glob` (e.g. `**/*.py`)"
+    return f"Not found: {base}. `path` is one file or folder. {hint}."
 
 
 async def search(base: Path, query: GrepQuery) -> GrepResult:
@@ -206,7 +214,7 @@ GREP = Tool(
     description=(
         "Search file contents for a regular expression (ripgrep syntax). `path` is a file or a "
         "directory (default: the working directory); `glob` filters file names (`*.py`, or "
-        "`src/**/*.ts` for paths). Prints `path:line: text` per matching line, paths relative "
+        "`tests/**/*.py` for paths). Prints `path:line: text` per matching line, paths relative "
         f"to the working directory, at most `max_results` (default {GREP_DEFAULT_RESULTS}). "
         "Skips hidden and .gitignored files (unless include_hidden / include_ignored), binary "
         "files, files over 2 MiB; does not follow links."
