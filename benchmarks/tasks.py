@@ -70,6 +70,11 @@ def _output(repo: Path, *argv: str) -> str:
     return done.stdout
 
 
+def _words(text: str) -> str:
+    """Lower case, punctuation gone: "Hello, World!" says hello world too."""
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
 def _json(repo: Path, name: str) -> object:
     try:
         return json.loads(_text(repo, name))
@@ -110,7 +115,7 @@ TASKS = [
         "create and run a file",
         {},
         "Create hello.py that prints hello world, then run it with python3.",
-        lambda repo, answer: "hello world" in _output(repo, sys.executable, "hello.py").lower(),
+        lambda repo, answer: "hello world" in _words(_output(repo, sys.executable, "hello.py")),
     ),
     Task(
         "write a file",
