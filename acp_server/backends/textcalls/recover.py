@@ -398,6 +398,6 @@ def example(problem: str, tools: Sequence[ToolSpec]) -> str:
 def retry_request(request: ModelRequest, reply_text: str, explanation: str) -> ModelRequest:
     """The request again, plus the failed reply's text (unless it had none) and what was
     wrong with it."""
-    extra = (text_message("assistant", reply_text),) if reply_text.strip() else ()
-    extra += (text_message("user", explanation),)
+    said = [text_message("assistant", reply_text)] if reply_text.strip() else []
+    extra = (*said, text_message("user", explanation))
     return dataclasses.replace(request, messages=request.messages + extra)
