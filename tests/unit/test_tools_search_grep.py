@@ -50,19 +50,20 @@ async def test_grep_a_single_file(h: Harness) -> None:
     assert out.text == "src/util/helper.py:2:     return 42"
 
 
-async def test_a_path_that_is_not_there_says_what_to_give_instead(h: Harness) -> None:
-    """Seen on Qwen2.5-Coder-1.5B: a file pattern given as `path`; it then told the user the
-    file did not exist instead of searching again."""
-    with pytest.raises(ToolFailure) as pattern:
-        await h.run(GREP, pattern="main", path="src/**/*.ts")
-    assert str(pattern.value) == (
-        f"Not found: {h.cwd / 'src/**/*.ts'}. `path` is one file or folder. Leave `path` out to "
-        "search the whole working directory; to search only some files, give their pattern as "
-        "`glob` (e.g. `**/*.py`)."
-    )
-    with pytest.raises(ToolFailure, match=r"folder\. Leave `path` out to search the whole working"
-                       r" directory\.$"):  # fmt: skip
-        await h.run(GREP, pattern="main", path="lib")
+async def test_a_path_inside_the_project_that_is_not_there_searches_all_of_it(h: Harness) -> None:
+    """Seen on Qwen2.5-Coder-1.5B: a file pattern (`src/**/*.ts`) or a guessed file
+    (`src/main.rs`) as `path`; with a bare "Not found" it told the user to run grep himself."""
+    for made_up in ("src/**/*.ts", "src/main.rs"):
+        out = await h.run(GREP, pattern=r"def \w+", path=made_up)
+        assert out.text.splitlines() == [
+            f"[{made_up} does not exist (`path` is one file or folder; a file pattern goes in "
+            "`glob`): searched the whole working directory instead.]",
+            "src/app.py:1: def main():",
+            "src/util/helper.py:1: def helper():",
+        ]
+        assert out.ok and out.locations and out.locations[0]["path"] == str(h.cwd / "src/app.py")
+    with pytest.raises(ToolFailure, match=r"^Not found: /nonexistent-acp-test$"):
+        await h.run(GREP, pattern="main", path="/nonexistent-acp-test")  # outside: no guessing
 
 
 async def test_grep_invalid_regex_is_a_failure_with_the_reason(h: Harness) -> None:

@@ -120,24 +120,35 @@ async def _grep(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         python_regex(query)  # a bad pattern fails before anything is asked or walked
     base = arg_path(args, ctx) or ctx.cwd
     await ctx.permit(Permit(paths=(base,)))
+    missing = None
     if not base.exists():
-        raise ToolFailure(_not_found(base))
+        if base == ctx.cwd or not base.is_relative_to(ctx.cwd):
+            raise ToolFailure(f"Not found: {base}")
+        missing, base = base, ctx.cwd
+        await ctx.permit(Permit(paths=(base,)))
     if base.is_file() and (reason := not_searchable(base)):
         raise ToolFailure(reason)
     result = await search(base, query)
     result.hits.sort(key=lambda h: (str(h.path), h.line))  # rg's threads finish in any order
     outcome = _grep_outcome(result, query, base, ctx)
+    if missing is not None:
+        outcome = _searched_instead(outcome, missing, ctx)
     hits = [h for h in result.hits if h.match][:MAX_LOCATIONS]
     locations = [{"path": str(h.path), **({"line": h.line} if h.line else {})} for h in hits]
     return dataclasses.replace(outcome, locations=locations or None)
 
 
-def _not_found(base: Path) -> str:
-    """What to do instead: small models put a file pattern (`src/**/*.ts`) in `path`."""
-    hint = "Leave `path` out to search the whole working directory"
-    if any(c in base.name for c in "*?[{"):
-        hint += "; to search only some files, give their pattern as `glob` (e.g. `**/*.py`)"
-    return f"Not found: {base}. `path` is one file or folder. {hint}."
+def _searched_instead(outcome: ToolOutcome, missing: Path, ctx: ToolContext) -> ToolOutcome:
+    """The search of the whole working directory, said to be that: a `path` inside it that
+    does not exist is most often made up (small models copy `src/**/*.ts` from an example, or
+    guess `src/main.rs`), and a bare "Not found" made them give up and tell the user to run
+    grep."""
+    note = (
+        f"[{shown_path(missing, ctx)} does not exist (`path` is one file or folder; a file "
+        "pattern goes in `glob`): searched the whole working directory instead.]"
+    )
+    text = f"{note}\n{outcome.text}"
+    return dataclasses.replace(outcome, text=text, content=[text_content(text)])
 
 
 async def search(base: Path, query: GrepQuery) -> GrepResult:
