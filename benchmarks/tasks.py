@@ -3,6 +3,7 @@ through `acp-server run` on a local model and scored by its effect (a file's con
 passing, the answer holding a fact only a tool could find), never by how the model words it.
 
 Run: python benchmarks/tasks.py [--model 1.5b|0.5b|local:/path/to/model.gguf] [--only NAME ...]
+[--keep DIR]
 (or `python benchmarks/run_all.py --tasks`, which adds its figures to the table).
 
 Without --model it uses the tool-model tier's Qwen2.5-Coder-1.5B (tests/support/tool_model.py:
@@ -189,6 +190,7 @@ class Outcome:
     tokens_out: int = 0
     cached: int = 0  # prompt tokens llama.cpp's prefix cache served (its own log)
     tail: str = ""  # the end of what run printed, to see why a task failed
+    said: str = ""  # all of it (written with --keep)
 
     @property
     def reuse(self) -> float:
@@ -254,7 +256,9 @@ def _run_in(folder: Path, task: Task, model: str, timeout: float) -> Outcome:
     seconds = time.monotonic() - start
     log = data / "local-model.log"
     server_log = log.read_text("utf-8", "replace") if log.exists() else ""
-    outcome = Outcome(task.name, task.check(repo, answer), seconds, code, tail=said[-600:])
+    passed = task.check(repo, answer)
+    whole = f"{said}\n--- the model server's log ---\n{server_log}"
+    outcome = Outcome(task.name, passed, seconds, code, tail=said[-600:], said=whole)
     return measured(outcome, said, server_log)
 
 
@@ -269,6 +273,9 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=[], help="task names to run")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per task")
     parser.add_argument("--label", default="", help="a name for the model in the figures")
+    parser.add_argument(
+        "--keep", type=Path, help="a folder to write each task's whole output and server log to"
+    )
     args = parser.parse_args()
     model = args.model
     if model in ("1.5b", "0.5b"):
@@ -283,6 +290,9 @@ def main() -> int:
     for task in chosen:
         o = run_task(task, model, args.timeout)
         outcomes.append(o)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            (args.keep / f"{task.name.replace(' ', '-')}.txt").write_text(o.said, "utf-8")
         mark = "pass" if o.passed else "FAIL"
         print(
             f"{mark} {o.seconds:7.1f} {o.exit_code:5d} {o.requests:9d} "
