@@ -5,6 +5,7 @@ forms it does not produce), and JSON that is not a call to an offered tool left 
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,28 @@ def test_a_fenced_or_bare_call_to_an_offered_tool_is_recovered(text: str) -> Non
     for deltas in pieces(text):
         _, events = scan(deltas)
         assert calls(events) == README and visible(events).strip() == ""
+
+
+def test_a_recorded_call_with_a_python_triple_quoted_string_is_recovered() -> None:
+    """Qwen2.5-Coder-1.5B's write_file call in the task benchmark ("add a test", printed by
+    `acp-server run`): the content as a Python \"\"\"string\"\"\", so not JSON; it was shown as
+    the answer and nothing was written."""
+    text = (FIXTURES / "qwen15-bench-triple-quotes.txt").read_text("utf-8")
+    for deltas in pieces(text):
+        scanner, events = scan(deltas)
+        [(name, arguments)] = calls(events)
+        assert name == "write_file" and arguments["path"].endswith("tests/test_mathx.py")
+        assert arguments["content"].startswith("\nimport pytest\n\nfrom mathx import double\n")
+        assert "    assert double(-3.5) == -7.0\n" in arguments["content"]
+        assert visible(events).strip() == "" and scanner.problems == []
+
+
+def test_triple_quotes_inside_valid_json_are_left_as_they_are() -> None:
+    content = json.dumps('x = """doc"""')
+    _, events = scan(
+        [f'{{"name": "write_file", "arguments": {{"path": "a.py", "content": {content}}}}}']
+    )
+    assert calls(events) == [("write_file", {"path": "a.py", "content": 'x = """doc"""'})]
 
 
 def test_a_fenced_call_keeps_the_prose_around_it() -> None:

@@ -18,12 +18,15 @@ The first five are markup: it only ever means a call, so it never shows, and a b
 be read is a problem (the caller asks the model once more). The last two are ordinary text
 that may happen to be a call: they are one only when every object in them names a tool that was
 offered and its arguments fit that tool's schema; anything else stays text (`shaped` says
-whether it still looked like a call, for the notice that nothing ran).
+whether it still looked like a call, for the notice that nothing ran). A block that is not
+JSON only because its strings are Python's triple-quoted ones (how Qwen2.5-Coder writes a
+file's content) is read as the JSON it means (`loads`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,11 +86,26 @@ def read_block(form: Form | None, content: str, offered: Offered) -> Reading:
         name, _, arguments = text.partition("[ARGS]")
         return _checked([{"name": name, "arguments": arguments.strip() or "{}"}], offered)
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         return Reading(problems=[f"the block is not valid JSON: {reason}"])
     return _checked(value if isinstance(value, list) else [value], offered)
+
+
+_TRIPLE = re.compile(r'"""(.*?)"""', re.DOTALL)
+
+
+def loads(text: str) -> Any:
+    """JSON, or JSON whose strings a model wrote as Python's triple-quoted ones (Qwen2.5-Coder
+    does, for a file's content): those are read as the strings they spell, and only when the
+    text is not valid JSON as it is."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        if '"""' not in text:
+            raise
+    return json.loads(_TRIPLE.sub(lambda m: json.dumps(m.group(1)), text))
 
 
 def _checked(items: list[Any], offered: Offered) -> Reading:
@@ -116,7 +134,7 @@ def parse_block(content: str) -> tuple[list[Call], list[str]]:
     was wrong, whatever the names and arguments (`read_block` checks those)."""
     text = _strip_fence(content.strip())
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         return [], [f"the block is not valid JSON: {reason}"]
