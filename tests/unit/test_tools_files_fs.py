@@ -229,6 +229,27 @@ async def test_replace_all_changes_every_occurrence(h: Harness) -> None:
 
 
 @pytest.mark.parametrize(
+    ("before", "edit", "after"),
+    [
+        # Seen on Qwen2.5-Coder-1.5B, asked to remove the line "buy milk": a blank line stayed.
+        (b"write report\nbuy milk\ncall bank\n", {}, b"write report\ncall bank\n"),
+        (b"write report\r\nbuy milk\r\ncall bank\r\n", {}, b"write report\r\ncall bank\r\n"),
+        (b"buy milk\nbuy milk now\nbuy milk\n", {"replace_all": True}, b" now\n"),
+        (b"please buy milk\nnow\n", {}, b"please \nnow\n"),  # part of a line: only that
+        (b"write report\nbuy milk", {}, b"write report\n"),  # no line break after it to take
+    ],
+)
+async def test_deleting_a_whole_line_takes_its_line_break(
+    h: Harness, before: bytes, edit: dict[str, Any], after: bytes
+) -> None:
+    (h.cwd / "todo.txt").write_bytes(before)
+    await h.run(
+        EDIT_FILE, path="todo.txt", edits=[{"old_text": "buy milk", "new_text": "", **edit}]
+    )
+    assert (h.cwd / "todo.txt").read_bytes() == after
+
+
+@pytest.mark.parametrize(
     ("edits", "expected"),
     [
         ([{"old_text": "print('bye')", "new_text": "x"}], r"Edit 1: old_text was not found"),

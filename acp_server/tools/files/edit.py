@@ -10,6 +10,7 @@ stay CRLF even though models write "\\n".
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from acp_server.confine import files
@@ -117,7 +118,15 @@ def _apply_one(text: str, edit: dict[str, Any], number: int, crlf: bool) -> str:
         )
     if old == new:
         raise ToolFailure(f"Edit {number}: old_text and new_text are the same; it changes nothing.")
-    return text.replace(old, new) if edit.get("replace_all") else text.replace(old, new, 1)
+    every = bool(edit.get("replace_all"))
+    if not new and "\n" not in old:
+        # Deleting a whole line takes its line break too: a model asked to remove a line
+        # gives the line without it, and a blank line left in its place is not what it meant.
+        whole_line = re.compile(r"(?m)^" + re.escape(old) + r"\r?\n")
+        text = whole_line.sub("", text, count=0 if every else 1)
+        if not every and old not in text:
+            return text
+    return text.replace(old, new) if every else text.replace(old, new, 1)
 
 
 def _crlf_pair(text: str, old: str, new: str) -> tuple[str, str]:
