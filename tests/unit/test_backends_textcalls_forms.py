@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from acp_server.backends.textcalls.forms import read_block
-from acp_server.backends.textcalls.recover import InlineCallScanner
+from acp_server.backends.textcalls.scanner import InlineCallScanner
 from acp_server.doctor.tools import tool_specs
 from acp_server.messages import Event, TextDelta, ToolCallAssembler, ToolCallDelta
 

@@ -8,12 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from acp_server.backends.textcalls.recover import (
-    RECOVERED_INDEX,
-    CallRecovery,
-    InlineCallScanner,
-    parse_block,
-)
+from acp_server.backends.textcalls.forms import parse_block
+from acp_server.backends.textcalls.recover import CallRecovery
+from acp_server.backends.textcalls.scanner import RECOVERED_INDEX, InlineCallScanner
 from acp_server.messages import (
     Event,
     Finish,
