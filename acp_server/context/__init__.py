@@ -14,19 +14,13 @@ loop uses it like this (see each module for the rules):
     usage_update: used = reported prompt tokens or fit.used, size = fit.window
 """
 
-from acp_server.context.compact import (
-    Compaction,
-    Summarize,
-    SummaryCutOff,
-    compact,
-    shrank,
-    worth_compacting,
-)
+from acp_server.context.compact import Compaction, compact, worth_compacting
 from acp_server.context.fit import ContextBudget, Fit
 from acp_server.context.profile import ToolProfile, ToolRoom, apply_profile, choose_profile
 from acp_server.context.prune import prune_tool_outputs
 from acp_server.context.state import KeptState, is_state_message, rebuild
 from acp_server.context.summary import summary_request, transcript
+from acp_server.context.summary_round import Summarize, SummaryCutOff, shrank
 from acp_server.context.tokens import Estimator
 from acp_server.context.truncate import clip_result, truncate
 from acp_server.context.window import Window, truncated_to

@@ -33,11 +33,8 @@ one that cannot bring the request under the trigger tells the budget what it lef
 so the same useless compaction is not tried again until the conversation has grown. Nothing is
 mutated: the result is a new history for the caller to store.
 
-The summary round is asked as the conversation's own next request (`summary.prefix_request`:
-the same system prompt, tools and history as the request that asked for the compaction, the
-ask in a final message), so a provider's prompt cache serves nearly all of it; when that does
-not fit the window or fails, it is asked again with a plain-text transcript and no tools
-(`summary.summary_request`).
+The summary round (`summary_round`) is asked as the conversation's own next request, so a
+provider's prompt cache serves nearly all of it, or from a plain-text transcript.
 
 A `/compact` (manual) always goes on to the summary when there is an older part to summarize.
 Cancellation of `summarize` propagates (the history is then unchanged, and still valid).
@@ -46,28 +43,25 @@ Cancellation of `summarize` propagates (the history is then unchanged, and still
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from acp_server.context.fit import ContextBudget, Fit
 from acp_server.context.prune import exchange_start, prune_tool_outputs
 from acp_server.context.state import ACK, is_state_message, rebuild, round_starts
-from acp_server.context.summary import prefix_request, summary_request
-from acp_server.context.tokens import MESSAGE_OVERHEAD, Estimator
+from acp_server.context.summary_round import (
+    Summarize,
+    ask_summary,
+    shrank,
+)
+from acp_server.context.tokens import Estimator
 from acp_server.context.truncate import tail_start, truncate
-from acp_server.messages import Message, ModelRequest, ToolSpec, is_note
+from acp_server.messages import Message, ToolSpec, is_note
 
 log = logging.getLogger(__name__)
 
-# Runs a summary request and returns the summary text; None or "" for a failure.
-Summarize = Callable[[ModelRequest], Awaitable[str | None]]
 Stage = Literal["none", "prune", "summary", "truncate"]
-
-
-class SummaryCutOff(Exception):
-    """`summarize` says the summary was cut off by its output limit: asked again from the
-    transcript, it would be as long, so the compaction goes on to truncation."""
 
 
 # Shares of the room the system prompt and tools leave for messages under the trigger (what a
@@ -80,9 +74,7 @@ SUMMARY_SHARE = 0.1  # the summary's own length (its max_tokens)
 NEAR_BEST_SHARE = 0.1  # pruning this close to what a summary could reach is enough
 MIN_GAIN_SHARE = 0.15  # a summary must be expected to free at least this much
 LIMIT_MARGIN = 0.01  # a compacted request stays this far under the budget
-PREFIX_SHARE = 0.75  # of the budget, the most a summary asked in the conversation's terms takes
 PRUNE_SLACK = 0.03  # a pruned request this close to its goal is a close call
-SHRINK_MARGIN = 0.1  # a stage must shrink the request by at least this share
 MAX_SUMMARY_FAILURES = 2
 
 
@@ -104,11 +96,6 @@ class Compaction:
             "truncate": "older messages removed",
         }[self.stage]
         return f"Compacted the conversation: about {self.before:,} → {self.after:,} tokens ({how})."
-
-
-def shrank(before: int, after: int, margin: float = SHRINK_MARGIN) -> bool:
-    """Did a stage shrink the request by a clear margin?"""
-    return after <= before * (1 - margin)
 
 
 def worth_compacting(
@@ -351,7 +338,17 @@ async def _summary_stage(
     focus: str,
 ) -> tuple[list[Message] | None, str, str]:
     """(the rebuilt history, the summary, "") or (None, "", why it is not used)."""
-    text, why = await _summary(budget, history[:split], summarize, focus, plan)
+    reply_tokens = min(budget.window.reply_reserve, max(plan.share(SUMMARY_SHARE), 64))
+    text, why = await ask_summary(
+        history[:split],
+        summarize,
+        focus,
+        prefix=plan.prefix,
+        used=plan.fit.used,
+        budget=budget.window.budget,
+        est=plan.est,
+        reply_tokens=reply_tokens,
+    )
     if text is not None:
         rebuilt = rebuild(history, split, text, plan.user_chars)
         if plan.total(rebuilt) > plan.limit:  # the newest round is large: clip it
@@ -364,61 +361,3 @@ async def _summary_stage(
         why = "the summary and the kept state do not fit together"
     budget.summary_failures += 1
     return None, "", why
-
-
-async def _summary(
-    budget: ContextBudget,
-    older: Sequence[Message],
-    summarize: Summarize,
-    focus: str,
-    plan: _Plan,
-) -> tuple[str | None, str]:
-    """(the summary, "") or (None, why it failed). Cancellation propagates."""
-    est = budget.estimator
-    reply_tokens = min(budget.window.reply_reserve, max(plan.share(SUMMARY_SHARE), 64))
-    system, tools, history = plan.prefix
-    requests = []
-    if history and len(older) < len(history):
-        first_kept = history[len(older)]
-        ask = prefix_request(system, tools, history, first_kept, reply_tokens, focus)
-        # Estimates run short of a server's count (a third and more against some tokenizers),
-        # and a refused summary costs a round: the conversation's own prefix is tried only
-        # with a quarter of the budget to spare, else the transcript (which is fitted) is.
-        asked = plan.fit.used + est.corrected(est.text(ask.messages[-1].text) + MESSAGE_OVERHEAD)
-        if asked <= budget.window.budget * PREFIX_SHARE:
-            requests.append(ask)
-    requests.append(summary_request(older, est, budget.window.budget, reply_tokens, focus))
-    why = ""
-    for request in requests:
-        try:
-            text, why = await _asked(request, summarize, older, est, reply_tokens)
-        except SummaryCutOff as exc:
-            return None, f"the summary round failed: {exc}"
-        if text is not None:
-            return text, ""
-    return None, why
-
-
-async def _asked(
-    request: ModelRequest,
-    summarize: Summarize,
-    older: Sequence[Message],
-    est: Estimator,
-    reply_tokens: int,
-) -> tuple[str | None, str]:
-    """One summary round: (the summary, "") or (None, why it is not used)."""
-    try:
-        text = await summarize(request)
-    except SummaryCutOff:
-        raise
-    except Exception as exc:  # a failed round is a reason to fall back, never a failed turn
-        log.warning("context: the summary round failed: %s", exc)
-        return None, f"the summary round failed: {exc}"
-    if not text or not text.strip():
-        return None, "the summary came back empty"
-    size = est.text(text)
-    if not shrank(est.messages(older), size):
-        return None, "the summary was not clearly shorter than what it replaced"
-    if est.corrected(size) > reply_tokens * 3 // 2:  # the server ignored max_tokens
-        return None, f"the summary was longer than the {reply_tokens:,} tokens asked for"
-    return text.strip(), ""

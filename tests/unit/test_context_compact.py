@@ -17,11 +17,11 @@ from acp_server.context.compact import (
     MAX_SUMMARY_FAILURES,
     Compaction,
     compact,
-    shrank,
     worth_compacting,
 )
 from acp_server.context.fit import ContextBudget
 from acp_server.context.state import is_state_message
+from acp_server.context.summary_round import shrank
 from acp_server.context.truncate import clip_result
 from acp_server.context.window import Window
 from acp_server.messages import (
