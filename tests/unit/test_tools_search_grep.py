@@ -114,6 +114,34 @@ async def test_grep_no_match(h: Harness) -> None:
     assert out.locations is None
 
 
+async def test_a_file_name_that_matches_nothing_says_grep_searches_inside_files(h: Harness) -> None:
+    """Seen on Qwen2.5-Coder-1.5B, asked how many lines data.txt has: it grepped for `data.txt`,
+    got "No matches" and told the user to run a command himself."""
+    (h.cwd / "data.txt").write_text("row 0\nrow 1\n")
+    (h.cwd / "folder.d").mkdir()
+    os.symlink("data.txt", h.cwd / "link.txt")
+    hint = (
+        "[`data.txt` is the name of a file here: grep searches inside files, not for their "
+        "names. To see that file, call read_file; to find files by name, call glob.]"
+    )
+    for path in (None, "data.txt"):  # the folder holding it, or the file itself
+        out = await h.run(GREP, pattern="data.txt", **({"path": path} if path else {}))
+        assert out.ok and out.text.splitlines()[1] == hint
+    for name in ("folder.d", "link.txt", "zebra.txt", "src/app.py", "../data.txt", "a\0b"):
+        out = await h.run(GREP, pattern=name)
+        assert "is the name of a file" not in out.text, name  # not a plain regular file here
+    out = await h.run(GREP, pattern="row 0", path="data.txt")
+    assert "is the name of a file" not in out.text  # it matched: nothing to say
+
+
+async def test_a_nul_in_the_pattern_or_glob_is_an_answer_not_a_crash(h: Harness) -> None:
+    """A NUL cannot be passed to rg as an argument (it raised ValueError: embedded null byte)."""
+    out = await h.run(GREP, pattern="def\0main")
+    assert out.ok and out.text.startswith("No matches for `def\0main`")
+    with pytest.raises(ToolFailure, match=r"^The glob holds a NUL character"):
+        await h.run(GREP, pattern="def", glob="*.py\0")
+
+
 async def test_grep_context_lines_are_marked_and_grouped(h: Harness) -> None:
     tree(h.cwd, {"ctx.txt": "a\nb\nhit 1\nc\nd\ne\nf\nhit 2\ng\n"})
     out = await h.run(GREP, pattern="hit", path="ctx.txt", before=1, after=1)

@@ -11,7 +11,9 @@ to read_file or edit_file; a search that finds nothing says what it did not look
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,6 +86,8 @@ def _query(args: dict[str, Any]) -> GrepQuery:
     if not multiline and "\\n" in _CLASS.sub("", pattern):  # `[^\n]` is fine: no line break
         raise ToolFailure("The pattern matches a line break: set multiline to true for that.")
     glob = args.get("glob") if isinstance(args.get("glob"), str) and args["glob"] else None
+    if glob is not None and "\0" in glob:
+        raise ToolFailure("The glob holds a NUL character, which no file name can: remove it.")
     type_glob, path_filter = _name_filter(glob)
     limit = min(max(int(args.get("max_results") or GREP_DEFAULT_RESULTS), 1), GREP_MAX_RESULTS)
     return GrepQuery(
@@ -173,6 +177,8 @@ def _grep_outcome(
         what = "1 file" if result.unreadable == 1 else f"{result.unreadable} files"
         notes.append(f"[Not searched: {what} could not be read (no permission, or a read error).]")
     if not result.hits:
+        if _names_a_file(base, query.pattern):
+            notes.insert(0, FILE_NAMED.format(name=query.pattern))
         text = "\n".join([f"No matches for `{query.pattern}` in {shown_dir(base, ctx)}.", *notes])
         text += "\n[Not searched: binary files and files over 2 MiB.] " + not_listed(query.scope)
         return ToolOutcome(text, content=[text_content(text)])
@@ -188,6 +194,32 @@ def _grep_outcome(
         clip(text, MODEL_MAX_CHARS, "matches"),
         content=[text_content(clip(text, SHOW_MAX_CHARS, "matches"))],
     )
+
+
+FILE_NAMED = (
+    "[`{name}` is the name of a file here: grep searches inside files, not for their names. "
+    "To see that file, call read_file; to find files by name, call glob.]"
+)
+
+
+def _names_a_file(base: Path, pattern: str) -> bool:
+    """Whether the pattern that found nothing is the name of a regular file in `base` (or of
+    `base` itself): a model that greps for `data.txt` is looking for the file, and a bare "No
+    matches" made small models give up and tell the user to run a command. Only a plain name
+    is looked up (no separators), with lstat, inside the folder the search was allowed in."""
+    if (
+        not pattern
+        or len(pattern) > 255
+        or pattern in (".", "..")
+        or any(c in pattern for c in "/\\\0")
+    ):
+        return False
+    try:
+        if base.is_file():
+            return base.name == pattern
+        return stat.S_ISREG(os.lstat(base / pattern).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _lines(hits: list[Hit], query: GrepQuery, ctx: ToolContext) -> list[str]:

@@ -71,7 +71,9 @@ def rg_args(base: Path, query: GrepQuery) -> list[str]:
         args.append(f"--after-context={query.after}")
     if query.files_only:
         args.append("--files-with-matches")
-    return [*args, f"--regexp={query.pattern}", "--"]
+    # A NUL cannot travel in an argument: rg's own escape for it means the same byte.
+    pattern = query.pattern.replace("\0", "\\x00")
+    return [*args, f"--regexp={pattern}", "--"]
 
 
 async def grep_rg(rg: str, base: Path, query: GrepQuery) -> GrepResult:
