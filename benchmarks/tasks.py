@@ -55,9 +55,18 @@ def _text(repo: Path, name: str) -> str:
         return ""
 
 
+def _own_env() -> dict[str, str]:
+    """This environment without pytest's variables: a `PYTEST_ADDOPTS` of the caller's (say
+    `--basetemp=DIR`) would reach the pytest a check or the model runs, and that pytest refuses
+    a basetemp holding the folder it runs in (or empties DIR, where it may)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+
+
 def _passes(repo: Path, *argv: str) -> bool:
     try:
-        done = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            argv, cwd=repo, env=_own_env(), capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -238,7 +247,7 @@ def _run_in(folder: Path, task: Task, model: str, timeout: float) -> Outcome:
         (repo / name).write_text(text, encoding="utf-8")
     data = folder / "data"
     env = {
-        **os.environ,
+        **_own_env(),
         "ACP_SERVER_LOCAL_CONTEXT": "8192",
         "ACP_SERVER_LOCAL_THREADS": "2",
         "ACP_SERVER_LOCAL_VERBOSE": "1",

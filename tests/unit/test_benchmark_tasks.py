@@ -67,3 +67,19 @@ def test_a_task_passes_only_once_done(tasks: ModuleType, name: str, tmp_path: Pa
     for file, text in files.items():
         (tmp_path / file).write_text(text, encoding="utf-8")
     assert task.check(tmp_path, answer), "fails although the task was done"
+
+
+@pytest.mark.timeout(120)
+def test_the_callers_pytest_options_do_not_reach_a_check(
+    tasks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite run with PYTEST_ADDOPTS=--basetemp=DIR failed here: the check's own pytest took
+    the option, and pytest refuses a basetemp that holds the folder it runs in (the task's
+    repository, inside this test's folder, inside DIR)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"--basetemp={tmp_path}")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    task = next(t for t in tasks.TASKS if t.name == "fix a failing test")
+    for file, text in {**task.files, **DONE["fix a failing test"][0]}.items():
+        (repo / file).write_text(text, encoding="utf-8")
+    assert task.check(repo, "")
