@@ -93,8 +93,12 @@ _TYPES: dict[str, Any] = {
 
 
 def quick_accept(schema: dict[str, Any], instance: Any) -> bool:
-    """True only if `instance` certainly satisfies `schema` (a subset of draft 2020-12)."""
-    return _accepts(schema, instance, schema)
+    """True only if `instance` certainly satisfies `schema` (a subset of draft 2020-12). A
+    schema this cannot read (an MCP server's `"minLength": "1"`) is not certain: False."""
+    try:
+        return _accepts(schema, instance, schema)
+    except (TypeError, ValueError, re.error, RecursionError):
+        return False
 
 
 def _is_type(kind: str, value: Any) -> bool:

@@ -103,6 +103,36 @@ def test_a_recorded_call_with_a_python_triple_quoted_string_is_recovered() -> No
         assert visible(events).strip() == "" and scanner.problems == []
 
 
+def test_a_recorded_call_with_an_empty_optional_string_is_recovered_without_it() -> None:
+    """Qwen2.5-Coder-1.5B's grep in the task benchmark ("rename a function used in two files"):
+    it filled every parameter, `glob` with "", which grep's schema refuses (a non-empty pattern
+    or nothing); the call was refused twice and nothing ran."""
+    text = (FIXTURES / "qwen15-bench-empty-glob.txt").read_text("utf-8")
+    for deltas in pieces(text):
+        scanner, events = scan(deltas)
+        [(name, arguments)] = calls(events)
+        assert name == "grep" and arguments["pattern"] == "old_name" and "glob" not in arguments
+        assert arguments["before"] == 50 and arguments["files_only"] is True  # the rest kept
+        assert visible(events).strip() == "" and scanner.problems == []
+
+
+def test_an_empty_string_is_dropped_only_where_it_can_only_mean_not_given() -> None:
+    properties: dict[str, Any] = {
+        "need": {"type": "string", "minLength": 1},
+        "opt": {"type": "string", "minLength": 1},
+        "free": {"type": "string"},
+        "odd": {"type": "string", "minLength": "1"},
+    }
+    offered = {"tool": {"type": "object", "required": ["need"], "properties": properties}}
+    given = {"need": "x", "opt": "", "free": "", "odd": ""}
+    _, events = scan([json.dumps({"name": "tool", "arguments": given})], offered)
+    # An odd schema (an MCP server's) neither crashes nor loses the value: the tool judges it.
+    assert calls(events) == [("tool", {"need": "x", "free": "", "odd": ""})]
+    del properties["odd"]
+    scanner, events = scan([json.dumps({"name": "tool", "arguments": {"need": ""}})], offered)
+    assert calls(events) == [] and "need" in scanner.problems[0]  # required: still refused
+
+
 def test_triple_quotes_inside_valid_json_are_left_as_they_are() -> None:
     content = json.dumps('x = """doc"""')
     _, events = scan(

@@ -20,7 +20,8 @@ that may happen to be a call: they are one only when every object in them names 
 offered and its arguments fit that tool's schema; anything else stays text (`shaped` says
 whether it still looked like a call, for the notice that nothing ran). A block that is not
 JSON only because its strings are Python's triple-quoted ones (how Qwen2.5-Coder writes a
-file's content) is read as the JSON it means (`loads`).
+file's content) is read as the JSON it means (`loads`), and an optional argument given as ""
+where the schema wants a non-empty string is left out (small models fill every parameter).
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def _checked(items: list[Any], offered: Offered) -> Reading:
     out = Reading(shaped=bool(items) and all(_shaped(item) for item in items))
     for item in items:
         call = _call(item)
+        if not isinstance(call, str):
+            call = (call[0], _without_empty_options(call[1], offered.get(call[0])))
         problem = call if isinstance(call, str) else _unfit(*call, offered)
         if problem is not None:
             out.problems.append(problem)
@@ -167,6 +170,27 @@ def _call(item: Any) -> Call | str:
     if not isinstance(arguments, dict):
         return f'the "arguments" of {name} are not a JSON object'
     return name.strip(), arguments
+
+
+def _without_empty_options(
+    arguments: dict[str, Any], schema: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """`arguments` without the optional ones given as "" where the schema wants a non-empty
+    string: small models fill every parameter they were shown (Qwen2.5-Coder-1.5B sent grep
+    `"glob": ""`, and its call was refused twice), and such a value can only mean "not given"."""
+    properties = schema.get("properties") if schema is not None else None
+    if not isinstance(properties, Mapping):
+        return arguments
+    listed = schema.get("required") if schema is not None else None
+    required = set(listed) if isinstance(listed, list) else set()
+
+    def empty_option(key: str, value: Any) -> bool:
+        spec = properties.get(key)
+        least = spec.get("minLength") if isinstance(spec, Mapping) else None
+        wants_text = isinstance(least, int) and least >= 1  # an MCP server's schema may be odd
+        return value == "" and key not in required and wants_text
+
+    return {k: v for k, v in arguments.items() if not empty_option(k, v)}
 
 
 def _unfit(name: str, arguments: dict[str, Any], offered: Offered) -> str | None:
