@@ -241,7 +241,9 @@ async def test_mutated_mcp_servers_are_answered_and_never_hurt_the_agent(
     cases = McpMutator(seed, templates(str(tmp_path), main, spare, url), marker).cases(CASES)
     await send_all(server, cases)
     must = Counter(json.dumps(i) for c in cases for i in c.answer)
-    await answered(server, set(must), timeout=60)
+    await while_working(
+        answered(server, set(must), timeout=None), [server.proc.pid], what="the mutated lists"
+    )
     check_answers(server.seen, must, Counter(), seed)
     answers = [f for f in server.seen if "method" not in f]
     assert all(well_formed(f) for f in answers), [f for f in answers if not well_formed(f)][:3]
@@ -272,7 +274,10 @@ async def failing_servers_cost_only_their_tools(
     editor = FakeEditor(fs=False, terminal=False)
     editor.attach(server)
     params = {"cwd": str(cwd), "mcpServers": entries(url)}
-    session = (await server.request("session/new", params))["result"]["sessionId"]
+    # The new session starts its failing servers: on a busy machine that outlasted a fixed 10 s.
+    opened = server.request("session/new", params, timeout=None)
+    answer = await while_working(opened, [server.proc.pid], what="a session with failing servers")
+    session = answer["result"]["sessionId"]
     stop, frames = await prompt_while_working(server, session)
     text = said(frames)
     assert stop == "end_turn" and text.endswith("Fine."), (seed, text)

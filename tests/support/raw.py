@@ -165,7 +165,7 @@ class RawServer:
         frames = await self.until(lambda f: "method" not in f and f.get("id") == req_id, timeout)
         return frames[-1], frames[:-1]
 
-    async def request(self, method: str, params: Any = None, timeout: float = 10) -> Frame:
+    async def request(self, method: str, params: Any = None, timeout: float | None = 10) -> Frame:
         """Send a request and wait for its answer. A session the answer opens is announced
         its slash commands right after (`available_commands_update`): that is waited for too,
         so it does not show up among the frames of the next request."""

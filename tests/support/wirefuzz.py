@@ -80,7 +80,7 @@ async def send_all(server: RawServer, cases: list[Case]) -> None:
         await asyncio.sleep(0)
 
 
-async def answered(server: RawServer, ids: set[str], timeout: float) -> None:
+async def answered(server: RawServer, ids: set[str], timeout: float | None) -> None:
     """Wait until every id in `ids` (as JSON text) has an answer."""
     async with asyncio.timeout(timeout):
         while ids - {json.dumps(f.get("id")) for f in server.seen if "method" not in f}:
