@@ -92,8 +92,19 @@ class ToolContext:
         """An absolute, normalized path: absolute as given, or relative to the session cwd.
         Symlinks are not followed here; the permission check does that."""
         expanded = os.path.expanduser(path)
-        joined = expanded if os.path.isabs(expanded) else os.path.join(self.cwd, expanded)
-        return Path(os.path.normpath(joined))
+        if os.path.isabs(expanded):
+            return Path(os.path.normpath(expanded))
+        return Path(os.path.normpath(os.path.join(self.cwd, self._below_own_name(expanded))))
+
+    def _below_own_name(self, relative: str) -> str:
+        """`relative` without a first part that names the cwd itself, when the cwd holds
+        nothing by that name: models shown the project's path (…/shop) often write `shop/a.py`
+        for `a.py`, as editors that prefix paths with the project's name do. A folder or file
+        that is really called so keeps its meaning."""
+        head, _, rest = os.path.normpath(relative).partition(os.sep)
+        if head != self.cwd.name or os.path.lexists(self.cwd / head):
+            return relative
+        return rest or os.curdir
 
     def target(self, path: str) -> files.Target:
         """Where `path` leads, resolved once. The permission is asked for `shown` and the file

@@ -482,3 +482,43 @@ async def test_write_through_a_link_keeps_the_link(h: Harness) -> None:
     await h.run(EDIT_FILE, path="alias.txt", edits=[{"old_text": "new", "new_text": "newer"}])
     assert (h.cwd / "alias.txt").is_symlink()
     assert (h.cwd / "real.txt").read_text() == "newer\n"
+
+
+async def test_not_found_shows_the_text_that_differs_only_in_quotes_or_spacing(
+    h: Harness,
+) -> None:
+    """A 1.5B model asked to set debug to false in config.json wrote `debug: true`; the file
+    has `"debug": true`, a line too different for the closest-line hint."""
+    (h.cwd / "config.json").write_text('{"debug": true, "port": 8080}\n')
+    edit = {"old_text": "debug: true", "new_text": "debug: false"}
+    with pytest.raises(ToolFailure) as failure:
+        await h.run(EDIT_FILE, path="config.json", edits=[edit])
+    assert 'other quotes or spacing, at line 1:\n"debug": true\nUse that text' in str(failure.value)
+    (h.cwd / "app.py").write_text("x = 1\ncall( 'a',\n  'b')\n")
+    edit = {"old_text": 'call("a", "b")', "new_text": ""}
+    with pytest.raises(ToolFailure) as failure:
+        await h.run(EDIT_FILE, path="app.py", edits=[edit])
+    assert "at line 2:\ncall( 'a',\n  'b')\n" in str(failure.value)
+    edit = {"old_text": '"a"', "new_text": ""}  # too little left to tell where it was meant
+    with pytest.raises(ToolFailure) as failure:
+        await h.run(EDIT_FILE, path="app.py", edits=[edit])
+    assert "quotes or spacing" not in str(failure.value)
+
+
+async def test_a_path_that_starts_with_the_projects_own_name_means_inside_it(
+    tmp_path: Path,
+) -> None:
+    """Models shown the project's path write `shop/a.txt` for `a.txt` in …/shop; a folder that
+    is really called `shop` inside it keeps its meaning."""
+    h = Harness(tmp_path / "shop")
+    h.cwd.mkdir()
+    (h.cwd / "a.txt").write_text("alpha\n")
+    assert (await h.run(READ_FILE, path="shop/a.txt")).text.endswith("alpha\n")
+    await h.run(WRITE_FILE, path="shop/new.txt", content="n\n")
+    assert (h.cwd / "new.txt").read_text() == "n\n" and not (h.cwd / "shop").exists()
+    listed = await h.run(LIST_DIRECTORY, path="shop")
+    assert "a.txt" in listed.text and "new.txt" in listed.text
+    (h.cwd / "shop").mkdir()
+    (h.cwd / "shop" / "a.txt").write_text("inner\n")
+    assert (await h.run(READ_FILE, path="shop/a.txt")).text.endswith("inner\n")
+    assert (await h.run(READ_FILE, path="a.txt")).text.endswith("alpha\n")

@@ -36,6 +36,9 @@ EXACTNESS = (
 HINT_MAX_LINES = 8
 HINT_LINE_CHARS = 200
 FUZZY_MAX_LINES = 20_000  # closest-line search is quadratic-ish; skip it on huge files
+LOOSE = "\"'`"  # quotes a text compared loosely may differ in (with whitespace)
+LOOSE_MIN_CHARS = 3
+LOOSE_MAX_CHARS = 2_000_000  # a linear scan, but of every character: not of huge files
 
 
 def _present_edit(args: dict[str, Any], ctx: ToolContext) -> Presentation:
@@ -146,8 +149,8 @@ def _not_found(text: str, old: str, number: int) -> str:
 
 
 def _hint(text: str, old: str) -> str:
-    """Where the model may have meant: the file's lines that start like `old`, or the
-    closest single line."""
+    """Where the model may have meant: the file's lines that start like `old`, the text that
+    differs from it only in quotes or spacing, or the closest single line."""
     wanted = next((line.strip() for line in old.splitlines() if line.strip()), "")
     lines = text.splitlines()
     if not wanted:
@@ -161,6 +164,15 @@ def _hint(text: str, old: str) -> str:
             f"Its first line matches line {first + 1} (ignoring indentation); the file has "
             f"there:\n{shown}"
         )
+    loose = _loose_match(text, old)
+    if loose is not None:
+        start, end = loose
+        line = text.count("\n", 0, start) + 1
+        shown = "\n".join(_cut(part) for part in text[start:end].splitlines()[:HINT_MAX_LINES])
+        return (
+            f"The file has it with other quotes or spacing, at line {line}:\n{shown}\n"
+            "Use that text exactly as old_text."
+        )
     if len(lines) <= FUZZY_MAX_LINES:
         stripped = [line.strip() for line in lines]
         close = difflib.get_close_matches(wanted, stripped, n=1, cutoff=0.6)
@@ -168,6 +180,25 @@ def _hint(text: str, old: str) -> str:
             at = stripped.index(close[0])
             return f"The closest line is line {at + 1}: {_cut(lines[at])}"
     return "Nothing similar is in the file; read the file to see its current content."
+
+
+def _loose_match(text: str, old: str) -> tuple[int, int] | None:
+    """Where `old` occurs first in `text` when quotes and whitespace are not compared (small
+    models write `debug: true` for the JSON `"debug": true`), as a span widened over the
+    quotes around it; None when it does not, or when too little of `old` is left to tell."""
+    wanted = "".join(c for c in old if c not in LOOSE and not c.isspace())
+    if len(wanted) < LOOSE_MIN_CHARS or len(text) > LOOSE_MAX_CHARS:
+        return None
+    kept = [i for i, c in enumerate(text) if c not in LOOSE and not c.isspace()]
+    at = "".join(text[i] for i in kept).find(wanted)
+    if at < 0:
+        return None
+    start, end = kept[at], kept[at + len(wanted) - 1] + 1
+    while start > 0 and text[start - 1] in LOOSE:
+        start -= 1
+    while end < len(text) and text[end] in LOOSE:
+        end += 1
+    return start, end
 
 
 def _cut(line: str) -> str:
