@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,28 @@ def problems(name: str, instance: Any) -> list[str]:
         return []
     errors = sorted(validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path))
     return [describe(e.absolute_path, e.message, e.validator, e.validator_value) for e in errors]
+
+
+def without_empty_options(
+    arguments: dict[str, Any], schema: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A call's `arguments` without the optional ones given as "" where `schema` wants a
+    non-empty string: small models fill every parameter they were shown (Qwen2.5-Coder-1.5B
+    sent grep `"glob": ""`, and its call was refused twice), and such a value can only mean
+    "not given". Used for every call, written as text or sent natively."""
+    properties = schema.get("properties") if schema is not None else None
+    if schema is None or not isinstance(properties, Mapping):
+        return arguments
+    listed = schema.get("required")
+    required = set(listed) if isinstance(listed, list) else set()
+
+    def empty_option(key: str, value: Any) -> bool:
+        spec = properties.get(key)
+        least = spec.get("minLength") if isinstance(spec, Mapping) else None
+        wants_text = isinstance(least, int) and least >= 1  # an MCP server's schema may be odd
+        return value == "" and key not in required and wants_text
+
+    return {k: v for k, v in arguments.items() if not empty_option(k, v)}
 
 
 def describe(path: Any, message: str, keyword: Any, expected: Any) -> str:

@@ -138,6 +138,10 @@ class Toolbox:
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
             return ToolOutcome(f"Unknown tool {call.name!r}. Available tools: {known}.", ok=False)
+        schema = tool.input_schema
+        if schema is None:  # a built-in tool: its schema is ours
+            schema = schemas.load(f"tools/{tool.name}.json")
+        call = replace(call, arguments=schemas.without_empty_options(call.arguments, schema))
         problem = self._argument_problem(tool, call)
         if problem:
             return ToolOutcome(problem, ok=False)

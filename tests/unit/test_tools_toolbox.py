@@ -197,3 +197,26 @@ async def test_a_key_in_what_a_tool_shows_or_returns_is_hidden(
     assert sent == [{"sessionUpdate": "tool_call_update", "content": [{"text": "[redacted]"}]}]
     announced = box.announce(call)  # its title and its input
     assert key not in str(announced) and announced["rawInput"] == {"say": "[redacted]"}
+
+
+async def test_a_native_call_with_an_empty_optional_string_runs_without_it(
+    tmp_path: Path,
+) -> None:
+    """The rule text-call recovery applies, for calls a server parsed itself (Ollama's and
+    llama.cpp's parsers hand over Qwen's grep with `"glob": ""` as written): grep's schema wants
+    a non-empty glob or none, and "" can only mean none. A required one is still refused."""
+    from acp_server.tools.search.grep import GREP
+
+    (tmp_path / "util.py").write_text("def old_name(x):\n    return x\n")
+    box = Toolbox(
+        [GREP],
+        cwd=tmp_path,
+        roots=(tmp_path,),
+        client=NoEditor(),
+        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
+    )
+    arguments = {"pattern": "old_name", "path": "", "glob": "", "ignore_case": False}
+    outcome = await box.run(ToolCall("c1", "grep", arguments), lambda u: None)
+    assert outcome.ok and "util.py" in outcome.text, outcome.text
+    outcome = await box.run(ToolCall("c2", "grep", {"pattern": ""}), lambda u: None)
+    assert not outcome.ok and "pattern" in outcome.text, outcome.text

@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from acp_server.schemas import without_empty_options
+
 # name -> the tool's JSON Schema for its arguments: the tools the request offered
 Offered = Mapping[str, Mapping[str, Any]]
 Call = tuple[str, dict[str, Any]]
@@ -113,13 +115,15 @@ def _checked(items: list[Any], offered: Offered) -> Reading:
     out = Reading(shaped=bool(items) and all(_shaped(item) for item in items))
     for item in items:
         call = _call(item)
-        if not isinstance(call, str):
-            call = (call[0], _without_empty_options(call[1], offered.get(call[0])))
-        problem = call if isinstance(call, str) else _unfit(*call, offered)
-        if problem is not None:
+        if isinstance(call, str):
+            out.problems.append(call)
+            continue
+        name, arguments = call[0], without_empty_options(call[1], offered.get(call[0]))
+        problem = _unfit(name, arguments, offered)
+        if problem is None:
+            out.calls.append((name, arguments))
+        else:
             out.problems.append(problem)
-        elif not isinstance(call, str):
-            out.calls.append(call)
     return out
 
 
@@ -170,27 +174,6 @@ def _call(item: Any) -> Call | str:
     if not isinstance(arguments, dict):
         return f'the "arguments" of {name} are not a JSON object'
     return name.strip(), arguments
-
-
-def _without_empty_options(
-    arguments: dict[str, Any], schema: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """`arguments` without the optional ones given as "" where the schema wants a non-empty
-    string: small models fill every parameter they were shown (Qwen2.5-Coder-1.5B sent grep
-    `"glob": ""`, and its call was refused twice), and such a value can only mean "not given"."""
-    properties = schema.get("properties") if schema is not None else None
-    if not isinstance(properties, Mapping):
-        return arguments
-    listed = schema.get("required") if schema is not None else None
-    required = set(listed) if isinstance(listed, list) else set()
-
-    def empty_option(key: str, value: Any) -> bool:
-        spec = properties.get(key)
-        least = spec.get("minLength") if isinstance(spec, Mapping) else None
-        wants_text = isinstance(least, int) and least >= 1  # an MCP server's schema may be odd
-        return value == "" and key not in required and wants_text
-
-    return {k: v for k, v in arguments.items() if not empty_option(k, v)}
 
 
 def _unfit(name: str, arguments: dict[str, Any], offered: Offered) -> str | None:
