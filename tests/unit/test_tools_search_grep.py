@@ -140,6 +140,11 @@ async def test_a_nul_in_the_pattern_or_glob_is_an_answer_not_a_crash(h: Harness)
     assert out.ok and out.text.startswith("No matches for `def\0main`")
     with pytest.raises(ToolFailure, match=r"^The glob holds a NUL character"):
         await h.run(GREP, pattern="def", glob="*.py\0")
+    # An escaped NUL is a NUL for both engines, not a backslash and the text "x00".
+    (h.cwd / "esc.txt").write_text("a \\x00 b\n")
+    out = await h.run(GREP, pattern="zz|\\\0")
+    assert out.ok and out.text.startswith("No matches"), out.text
+    assert (await h.run(GREP, pattern="zz|\\\\x00")).text.startswith("esc.txt:1:")  # the text
 
 
 async def test_grep_context_lines_are_marked_and_grouped(h: Harness) -> None:

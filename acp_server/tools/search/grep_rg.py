@@ -16,6 +16,7 @@ from acp_server.tools.search.grep_engine import MAX_FILE_BYTES, GrepQuery, GrepR
 from acp_server.tools.search.rg import scope_args, stream
 
 _LINE = re.compile(rb"(\d+)([:-])")
+_ESCAPE_OR_NUL = re.compile(r"\\.|\x00", re.DOTALL)
 MAX_COLUMNS = 1000  # longer lines arrive as a preview; the tool shows 300 characters anyway
 
 
@@ -71,9 +72,14 @@ def rg_args(base: Path, query: GrepQuery) -> list[str]:
         args.append(f"--after-context={query.after}")
     if query.files_only:
         args.append("--files-with-matches")
-    # A NUL cannot travel in an argument: rg's own escape for it means the same byte.
-    pattern = query.pattern.replace("\0", "\\x00")
-    return [*args, f"--regexp={pattern}", "--"]
+    return [*args, f"--regexp={_nul_spelled(query.pattern)}", "--"]
+
+
+def _nul_spelled(pattern: str) -> str:
+    """`pattern` with each NUL written as rg's `\\x00` (a NUL cannot travel in an argument).
+    Escapes are read whole: an escaped NUL (backslash, NUL) is a NUL too, where a plain
+    replacement would leave a backslash and the text "x00"; an escaped backslash stays one."""
+    return _ESCAPE_OR_NUL.sub(lambda m: "\\x00" if m[0] in ("\0", "\\\0") else m[0], pattern)
 
 
 async def grep_rg(rg: str, base: Path, query: GrepQuery) -> GrepResult:
