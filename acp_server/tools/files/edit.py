@@ -10,6 +10,7 @@ stay CRLF even though models write "\\n".
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from typing import Any
 
@@ -37,8 +38,10 @@ HINT_MAX_LINES = 8
 HINT_LINE_CHARS = 200
 FUZZY_MAX_LINES = 20_000  # closest-line search is quadratic-ish; skip it on huge files
 LOOSE = "\"'`"  # quotes a text compared loosely may differ in (with whitespace)
+_LOOSE_GAPS = re.compile(r"[\s\"'`]+")
+_KEPT = re.compile(r"[^\s\"'`]")
 LOOSE_MIN_CHARS = 3
-LOOSE_MAX_CHARS = 2_000_000  # a linear scan, but of every character: not of huge files
+LOOSE_MAX_CHARS = 4_000_000  # a few linear scans; not of the largest files edit_file reads
 
 
 def _present_edit(args: dict[str, Any], ctx: ToolContext) -> Presentation:
@@ -186,14 +189,16 @@ def _loose_match(text: str, old: str) -> tuple[int, int] | None:
     """Where `old` occurs first in `text` when quotes and whitespace are not compared (small
     models write `debug: true` for the JSON `"debug": true`), as a span widened over the
     quotes around it; None when it does not, or when too little of `old` is left to tell."""
-    wanted = "".join(c for c in old if c not in LOOSE and not c.isspace())
+    wanted = _LOOSE_GAPS.sub("", old)
     if len(wanted) < LOOSE_MIN_CHARS or len(text) > LOOSE_MAX_CHARS:
         return None
-    kept = [i for i, c in enumerate(text) if c not in LOOSE and not c.isspace()]
-    at = "".join(text[i] for i in kept).find(wanted)
+    at = _LOOSE_GAPS.sub("", text).find(wanted)
     if at < 0:
         return None
-    start, end = kept[at], kept[at + len(wanted) - 1] + 1
+    kept = _KEPT.finditer(text)  # the characters compared, in order: the at-th is the start
+    first = next(itertools.islice(kept, at, None))
+    last = next(itertools.islice(kept, len(wanted) - 2, None)) if len(wanted) > 1 else first
+    start, end = first.start(), last.end()
     while start > 0 and text[start - 1] in LOOSE:
         start -= 1
     while end < len(text) and text[end] in LOOSE:
