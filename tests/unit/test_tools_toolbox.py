@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from acp_server.editor_api import NoEditor
+from acp_server.editor_api import EditorApi, NoEditor
 from acp_server.messages import ToolCall
 from acp_server.permissions import Permissions, RuleStore
 from acp_server.tools import base
@@ -40,6 +40,17 @@ async def leaves_a_terminal(args: dict[str, Any], ctx: ToolContext) -> ToolOutco
     return ToolOutcome("done")
 
 
+def in_folder(tools: list[Tool], folder: Path, client: EditorApi | None = None) -> Toolbox:
+    """A toolbox for `tools` working in `folder`, with its own permission rules."""
+    return Toolbox(
+        tools,
+        cwd=folder,
+        roots=(folder,),
+        client=client if client is not None else NoEditor(),
+        permissions=Permissions(RuleStore(folder, folder / "data")),
+    )
+
+
 # update_plan's schema validates the arguments; the tool itself is this stand-in.
 LEAVER = Tool(
     name="update_plan",
@@ -56,13 +67,7 @@ async def test_unanswered_cleanup_is_bounded(
 ) -> None:
     monkeypatch.setattr(base, "CLEANUP_SECONDS", 0.05)
     client = SilentEditor()
-    toolbox = Toolbox(
-        [LEAVER],
-        cwd=tmp_path,
-        roots=(tmp_path,),
-        client=client,
-        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
-    )
+    toolbox = in_folder([LEAVER], tmp_path, client)
     call = ToolCall("call-1", "update_plan", {"entries": []})
     started = time.monotonic()
     with caplog.at_level(logging.WARNING):
@@ -80,13 +85,7 @@ def test_decorated_tool_names_still_find_the_tool(tmp_path: Path) -> None:
     """llama.cpp's function-calling template made SmolLM2 call `read_file:`."""
     from acp_server.tools.files.fs import READ_FILE
 
-    box = Toolbox(
-        [READ_FILE],
-        cwd=tmp_path,
-        roots=(tmp_path,),
-        client=NoEditor(),
-        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
-    )
+    box = in_folder([READ_FILE], tmp_path)
     for name in ("read_file", "read_file:", " `read_file` ", '"read_file"'):
         assert box.find(name) is READ_FILE
     assert box.find("write_file") is None
@@ -110,13 +109,7 @@ async def test_a_command_with_backticks_stays_inside_its_fence(tmp_path: Path) -
     from acp_server.tools.commands.shell import RUN_COMMAND
 
     client = RecordsPermission()
-    box = Toolbox(
-        [RUN_COMMAND],
-        cwd=tmp_path,
-        roots=(tmp_path,),
-        client=client,
-        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
-    )
+    box = in_folder([RUN_COMMAND], tmp_path, client)
     command = "printf '```\\n# not a heading\\n'"
     outcome = await box.run(ToolCall("c1", "run_command", {"command": command}), lambda u: None)
     assert not outcome.ok
@@ -181,13 +174,7 @@ async def test_a_key_in_what_a_tool_shows_or_returns_is_hidden(
         return ToolOutcome(f"key {key}", content=[{"text": key}], raw_output={"out": [key]})
 
     show = Tool("show", "", "think", "think", lambda a, c: Presentation(key), prints_the_key, {})
-    box = Toolbox(
-        [show],
-        cwd=tmp_path,
-        roots=(tmp_path,),
-        client=NoEditor(),
-        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
-    )
+    box = in_folder([show], tmp_path)
     sent: list[dict[str, Any]] = []
     call = ToolCall("c1", "show", {"say": key})
     outcome = await box.run(call, sent.append)
@@ -208,13 +195,7 @@ async def test_a_native_call_with_an_empty_optional_string_runs_without_it(
     from acp_server.tools.search.grep import GREP
 
     (tmp_path / "util.py").write_text("def old_name(x):\n    return x\n")
-    box = Toolbox(
-        [GREP],
-        cwd=tmp_path,
-        roots=(tmp_path,),
-        client=NoEditor(),
-        permissions=Permissions(RuleStore(tmp_path, tmp_path / "data")),
-    )
+    box = in_folder([GREP], tmp_path)
     arguments = {"pattern": "old_name", "path": "", "glob": "", "ignore_case": False}
     outcome = await box.run(ToolCall("c1", "grep", arguments), lambda u: None)
     assert outcome.ok and "util.py" in outcome.text, outcome.text
