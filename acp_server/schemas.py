@@ -60,9 +60,9 @@ def without_empty_options(
     non-empty string: small models fill every parameter they were shown (Qwen2.5-Coder-1.5B
     sent grep `"glob": ""`, and its call was refused twice), and such a value can only mean
     "not given". Used for every call, written as text or sent natively."""
-    properties = schema.get("properties") if schema is not None else None
-    if schema is None or not isinstance(properties, Mapping):
+    if schema is None or not isinstance(schema.get("properties"), Mapping):
         return arguments
+    properties = schema["properties"]
     listed = schema.get("required")
     required = set(listed) if isinstance(listed, list) else set()
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from acp_server import schemas
 from acp_server.confine import files
 from acp_server.confine.sandbox import Sandbox
 from acp_server.editor_api import EditorApi
@@ -204,6 +205,13 @@ class Tool:
     present: Callable[[dict[str, Any], ToolContext], Presentation]
     run: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutcome]]
     input_schema: dict[str, Any] | None = None
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of its arguments: `input_schema`, else `schemas/tools/<name>.json`."""
+        if self.input_schema is not None:
+            return self.input_schema
+        return schemas.load(f"tools/{self.name}.json")
 
 
 def shown_path(path: Path, ctx: ToolContext) -> str:

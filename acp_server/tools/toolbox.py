@@ -83,7 +83,7 @@ class Toolbox:
         if self.catalog is not None:
             hidden = self.catalog.hidden(room) if room is not None else {"search_tools"}
         return tuple(
-            ToolSpec(t.name, t.description, t.input_schema or schemas.load(f"tools/{t.name}.json"))
+            ToolSpec(t.name, t.description, t.schema)
             for t in self.tools.values()
             if t.name not in hidden
         )
@@ -138,10 +138,7 @@ class Toolbox:
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
             return ToolOutcome(f"Unknown tool {call.name!r}. Available tools: {known}.", ok=False)
-        schema = tool.input_schema
-        if schema is None:  # a built-in tool: its schema is ours
-            schema = schemas.load(f"tools/{tool.name}.json")
-        call = replace(call, arguments=schemas.without_empty_options(call.arguments, schema))
+        call = replace(call, arguments=schemas.without_empty_options(call.arguments, tool.schema))
         problem = self._argument_problem(tool, call)
         if problem:
             return ToolOutcome(problem, ok=False)

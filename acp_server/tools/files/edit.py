@@ -38,8 +38,8 @@ HINT_MAX_LINES = 8
 HINT_LINE_CHARS = 200
 FUZZY_MAX_LINES = 20_000  # closest-line search is quadratic-ish; skip it on huge files
 LOOSE = "\"'`"  # quotes a text compared loosely may differ in (with whitespace)
-_LOOSE_GAPS = re.compile(r"[\s\"'`]+")
-_KEPT = re.compile(r"[^\s\"'`]")
+_LOOSE_GAPS = re.compile(rf"[\s{LOOSE}]+")
+_KEPT = re.compile(rf"[^\s{LOOSE}]")  # what the loose comparison compares
 LOOSE_MIN_CHARS = 3
 LOOSE_MAX_CHARS = 4_000_000  # a few linear scans; not of the largest files edit_file reads
 
