@@ -484,25 +484,68 @@ async def test_write_through_a_link_keeps_the_link(h: Harness) -> None:
     assert (h.cwd / "real.txt").read_text() == "newer\n"
 
 
-async def test_not_found_shows_the_text_that_differs_only_in_quotes_or_spacing(
+async def test_an_edit_that_differs_only_in_quotes_or_spacing_is_made_where_it_occurs_once(
     h: Harness,
 ) -> None:
-    """A 1.5B model asked to set debug to false in config.json wrote `debug: true`; the file
-    has `"debug": true`, a line too different for the closest-line hint."""
+    """A 1.5B model asked to set debug to false in config.json wrote `debug: true` for the
+    file's `"debug": true`, was shown the file's text, and explained instead of trying again:
+    the change is made there, with the file's own quotes, and the result says so."""
     (h.cwd / "config.json").write_text('{"debug": true, "port": 8080}\n')
     edit = {"old_text": "debug: true", "new_text": "debug: false"}
-    with pytest.raises(ToolFailure) as failure:
-        await h.run(EDIT_FILE, path="config.json", edits=[edit])
-    assert 'other quotes or spacing, at line 1:\n"debug": true\nUse that text' in str(failure.value)
+    done = await h.run(EDIT_FILE, path="config.json", edits=[edit])
+    assert (h.cwd / "config.json").read_text() == '{"debug": false, "port": 8080}\n'
+    assert "matched line 1 with other quotes or spacing" in done.text
+    assert '"debug": true → "debug": false' in done.text
+    (h.cwd / "app.py").write_text("def f():\n    x  =  'a'\n    return x\n")
+    edits = [
+        {"old_text": 'x = "a"', "new_text": 'x = "b"'},
+        {"old_text": "return x", "new_text": "return x * 2"},
+    ]
+    done = await h.run(EDIT_FILE, path="app.py", edits=edits)
+    assert (h.cwd / "app.py").read_text() == "def f():\n    x  =  'b'\n    return x * 2\n"
+    assert "Edit 1: old_text was not in the file exactly; it matched line 2" in done.text
+    assert "Edit 2" not in done.text  # it matched exactly
+
+
+async def test_a_loose_match_that_is_not_one_place_or_splits_a_word_changes_nothing(
+    h: Harness,
+) -> None:
+    """Where the loose match is not one clear place, the edit fails as before, with the hint."""
+    original = '{"debug": true, "x": {"debug": true}}\n'
+    (h.cwd / "config.json").write_text(original)
+    tries = [
+        ({"old_text": "debug: true", "new_text": "debug: false"}, "quotes or spacing, at line 1"),
+        ({"old_text": "bug: true", "new_text": "bug: false"}, "Nothing similar"),  # in "debug"
+    ]
+    for edit, said in tries:
+        with pytest.raises(ToolFailure) as failure:
+            await h.run(EDIT_FILE, path="config.json", edits=[edit])
+        assert said in str(failure.value)
+    assert (h.cwd / "config.json").read_text() == original
     (h.cwd / "app.py").write_text("x = 1\ncall( 'a',\n  'b')\n")
-    edit = {"old_text": 'call("a", "b")', "new_text": ""}
+    edit = {"old_text": 'call("a", "b")', "new_text": ""}  # it would take a line break away
     with pytest.raises(ToolFailure) as failure:
         await h.run(EDIT_FILE, path="app.py", edits=[edit])
     assert "at line 2:\ncall( 'a',\n  'b')\n" in str(failure.value)
+    edit = {"old_text": 'call("a", "b")', "new_text": 'call("a",\n  "c")'}  # it would add one
+    with pytest.raises(ToolFailure) as failure:
+        await h.run(EDIT_FILE, path="app.py", edits=[edit])
+    assert "Use that text exactly as old_text" in str(failure.value)
     edit = {"old_text": '"a"', "new_text": ""}  # too little left to tell where it was meant
     with pytest.raises(ToolFailure) as failure:
         await h.run(EDIT_FILE, path="app.py", edits=[edit])
     assert "quotes or spacing" not in str(failure.value)
+    edit = {"old_text": "call('a', 'b')", "new_text": 'call("a", "b")'}  # what it already has
+    with pytest.raises(ToolFailure) as failure:
+        await h.run(EDIT_FILE, path="app.py", edits=[edit])
+    assert "It changes nothing" not in str(failure.value)  # a line break: not carried
+    (h.cwd / "one.py").write_text("print('hi')\n")
+    with pytest.raises(ToolFailure) as failure:
+        edit = {"old_text": 'print("hi")', "new_text": "print('hi')"}
+        await h.run(EDIT_FILE, path="one.py", edits=[edit])
+    assert "already has this" in str(failure.value)
+    assert (h.cwd / "app.py").read_text() == "x = 1\ncall( 'a',\n  'b')\n"
+    assert (h.cwd / "one.py").read_text() == "print('hi')\n"
 
 
 async def test_a_path_that_starts_with_the_projects_own_name_means_inside_it(

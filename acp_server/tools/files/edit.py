@@ -4,13 +4,14 @@ Each edit names text that must occur exactly once (or sets `replace_all`), so a 
 from a stale view of the file fails loudly instead of changing the wrong place. Every edit is
 checked before anything is asked or written: a failed edit means no permission request and an
 untouched file, and the message says which edit failed and how to fix the call. CRLF files
-stay CRLF even though models write "\\n".
+stay CRLF even though models write "\\n". An old_text that is not in the file exactly but
+occurs once with other quotes or spacing (`debug: true` for the JSON `"debug": true`) is
+changed there, the file's own quotes and spacing kept, and the result says so (`loose`).
 """
 
 from __future__ import annotations
 
 import difflib
-import itertools
 import re
 from typing import Any
 
@@ -29,6 +30,7 @@ from acp_server.tools.base import (
     shown_path,
     text_of,
 )
+from acp_server.tools.files import loose
 from acp_server.tools.files.fs import current_text, to_crlf, uses_crlf
 
 EXACTNESS = (
@@ -37,11 +39,6 @@ EXACTNESS = (
 HINT_MAX_LINES = 8
 HINT_LINE_CHARS = 200
 FUZZY_MAX_LINES = 20_000  # closest-line search is quadratic-ish; skip it on huge files
-LOOSE = "\"'`"  # quotes a text compared loosely may differ in (with whitespace)
-_LOOSE_GAPS = re.compile(rf"[\s{LOOSE}]+")
-_KEPT = re.compile(rf"[^\s{LOOSE}]")  # what the loose comparison compares
-LOOSE_MIN_CHARS = 3
-LOOSE_MAX_CHARS = 4_000_000  # a few linear scans; not of the largest files edit_file reads
 
 
 def _present_edit(args: dict[str, Any], ctx: ToolContext) -> Presentation:
@@ -58,7 +55,7 @@ async def _edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         Permit(paths=(target.shown,), effect="read", through_link=target.through_link)
     )  # outside: ask first
     old = await _existing_text(target, ctx)
-    new = apply_edits(old, edits)
+    new, notes = apply_edits(old, edits)
     diff = diff_content(target.shown, old, new)
     await ctx.permit(
         Permit(paths=(target.shown,), preview=[diff], through_link=target.through_link)
@@ -67,6 +64,7 @@ async def _edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     line = first_changed_line(old, new)
     count = f"{len(edits)} edit" + ("s" if len(edits) != 1 else "")
     text = f"Applied {count} to {shown_path(target.shown, ctx)} (first change at line {line})."
+    text += "".join(f"\n{note}" for note in notes)
     return ToolOutcome(text, content=[diff], locations=[{"path": str(target.shown), "line": line}])
 
 
@@ -96,15 +94,18 @@ def _missing(target: files.Target) -> str:
     return f"File not found: {target.shown}. To create a new file, use write_file."
 
 
-def apply_edits(text: str, edits: list[dict[str, Any]]) -> str:
-    """`text` with every edit applied in order; a ToolFailure names the first that cannot."""
+def apply_edits(text: str, edits: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """`text` with every edit applied in order, and a note for each edit whose old_text
+    matched only with other quotes or spacing (`loose`); a ToolFailure names the first edit
+    that cannot be applied."""
     crlf = uses_crlf(text)
+    notes: list[str] = []
     for number, edit in enumerate(edits, 1):
-        text = _apply_one(text, edit, number, crlf)
-    return text
+        text = _apply_one(text, edit, number, crlf, notes)
+    return text, notes
 
 
-def _apply_one(text: str, edit: dict[str, Any], number: int, crlf: bool) -> str:
+def _apply_one(text: str, edit: dict[str, Any], number: int, crlf: bool, notes: list[str]) -> str:
     old, new = str(edit["old_text"]), str(edit["new_text"])
     if not old:
         raise ToolFailure(
@@ -114,6 +115,8 @@ def _apply_one(text: str, edit: dict[str, Any], number: int, crlf: bool) -> str:
     if crlf:
         old, new = _crlf_pair(text, old, new)
     found = text.count(old)
+    if found == 0 and not edit.get("replace_all"):
+        return _loosely(text, old, new, number, notes)
     if found == 0:
         raise ToolFailure(_not_found(text, old, number))
     if found > 1 and not edit.get("replace_all"):
@@ -133,6 +136,30 @@ def _apply_one(text: str, edit: dict[str, Any], number: int, crlf: bool) -> str:
         if not every and old not in text:
             return text
     return text.replace(old, new) if every else text.replace(old, new, 1)
+
+
+def _loosely(text: str, old: str, new: str, number: int, notes: list[str]) -> str:
+    """The edit made where `old` occurs once with other quotes or spacing (the file's own
+    kept where the model changed nothing), with a note saying so; else the not-found failure."""
+    places = loose.spans(text, old)
+    if len(places) != 1:
+        raise ToolFailure(_not_found(text, old, number))
+    start, end = places[0]
+    found = text[start:end]
+    changed = loose.carried(old, new, found)
+    if changed is None:
+        raise ToolFailure(_not_found(text, old, number))
+    line = text.count("\n", 0, start) + 1
+    if changed == found:
+        raise ToolFailure(
+            f"Edit {number}: the file already has this, with its own quotes or spacing, at "
+            f"line {line}: {_cut(found)}. It changes nothing."
+        )
+    notes.append(
+        f"Edit {number}: old_text was not in the file exactly; it matched line {line} with "
+        f"other quotes or spacing, so the change was made there: {_cut(found)} → {_cut(changed)}"
+    )
+    return text[:start] + changed + text[end:]
 
 
 def _crlf_pair(text: str, old: str, new: str) -> tuple[str, str]:
@@ -167,9 +194,9 @@ def _hint(text: str, old: str) -> str:
             f"Its first line matches line {first + 1} (ignoring indentation); the file has "
             f"there:\n{shown}"
         )
-    loose = _loose_match(text, old)
-    if loose is not None:
-        start, end = loose
+    places = loose.spans(text, old, limit=1)
+    if places:
+        start, end = places[0]
         line = text.count("\n", 0, start) + 1
         shown = "\n".join(_cut(part) for part in text[start:end].splitlines()[:HINT_MAX_LINES])
         return (
@@ -183,27 +210,6 @@ def _hint(text: str, old: str) -> str:
             at = stripped.index(close[0])
             return f"The closest line is line {at + 1}: {_cut(lines[at])}"
     return "Nothing similar is in the file; read the file to see its current content."
-
-
-def _loose_match(text: str, old: str) -> tuple[int, int] | None:
-    """Where `old` occurs first in `text` when quotes and whitespace are not compared (small
-    models write `debug: true` for the JSON `"debug": true`), as a span widened over the
-    quotes around it; None when it does not, or when too little of `old` is left to tell."""
-    wanted = _LOOSE_GAPS.sub("", old)
-    if len(wanted) < LOOSE_MIN_CHARS or len(text) > LOOSE_MAX_CHARS:
-        return None
-    at = _LOOSE_GAPS.sub("", text).find(wanted)
-    if at < 0:
-        return None
-    kept = _KEPT.finditer(text)  # the characters compared, in order: the at-th is the start
-    first = next(itertools.islice(kept, at, None))
-    last = next(itertools.islice(kept, len(wanted) - 2, None)) if len(wanted) > 1 else first
-    start, end = first.start(), last.end()
-    while start > 0 and text[start - 1] in LOOSE:
-        start -= 1
-    while end < len(text) and text[end] in LOOSE:
-        end += 1
-    return start, end
 
 
 def _cut(line: str) -> str:
