@@ -63,8 +63,11 @@ async def _edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     await ctx.write_text(target, new)
     line = first_changed_line(old, new)
     count = f"{len(edits)} edit" + ("s" if len(edits) != 1 else "")
-    text = f"Applied {count} to {shown_path(target.shown, ctx)} (first change at line {line})."
-    text += "".join(f"\n{note}" for note in notes)
+    text = f"Applied {count} to {shown_path(target.shown, ctx)} (first change at line {line})"
+    if len(edits) == 1 and notes:  # one edit: what it changed, in the same sentence
+        text += ": " + notes[0].split(": ", 1)[1]
+    else:
+        text += "." + "".join(f" {note}" for note in notes)
     return ToolOutcome(text, content=[diff], locations=[{"path": str(target.shown), "line": line}])
 
 
@@ -156,9 +159,8 @@ def _loosely(text: str, old: str, new: str, number: int, notes: list[str]) -> st
             f"line {line}: {_cut(found)}. It changes nothing."
         )
     notes.append(
-        f"Edit {number}: old_text was not in the file exactly; it matched line {line} with "
-        f"other quotes or spacing, so the change was made there: {_cut(found)} → {_cut(changed)}"
-    )
+        f"Edit {number}: {_cut(found)} → {_cut(changed)}, the file's own quotes and spacing kept."
+    )  # said plainly: a small model told its old_text "was not in the file" apologised
     return text[:start] + changed + text[end:]
 
 
