@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from acp_server.confine import vcs_guard
+from acp_server.confine import scratch, vcs_guard
 from acp_server.confine.secrets import hidden_paths, make_agent_folders
 
 Level = Literal["off", "read-only", "workspace-write", "workspace-net"]
@@ -115,9 +115,7 @@ def policy_for(level: Level, roots: tuple[Path, ...], key_store: Path | None) ->
     hidden = list(hidden_paths())
     if key_store is not None and os.path.lexists(key_store) and key_store not in hidden:
         hidden.append(key_store)
-    import tempfile  # here, like shutil: with bz2, lzma and random they cost a session ~3 ms
-
-    tmp = Path(tempfile.mkdtemp(prefix="acp-sandbox-"))
+    tmp = scratch.make()  # locked while it exists; the first one sweeps killed servers' away
     writable = () if level == "read-only" else tuple(roots)
     return Policy(level, writable, tuple(hidden), tmp)
 
@@ -310,9 +308,7 @@ def blocked_note(output: str, ok: bool, policy: Policy) -> str | None:
 
 def cleanup(policy: Policy) -> None:
     """Remove the private temp dir (at session close)."""
-    import shutil
-
-    shutil.rmtree(policy.tmp, ignore_errors=True)
+    scratch.remove(policy.tmp)
 
 
 def describe(level: Level, how: Mechanism | None) -> str:

@@ -247,7 +247,9 @@ async def test_the_sandbox_temp_dir_goes_when_the_editor_leaves(
     server = await server_factory("--script", str(script(rounds)), env={**env, "TMPDIR": str(temp)})
     session = await open_session(server, editor, tmp_path / "home")
     stop, _ = await run_prompt(server, session)
-    assert stop == "end_turn" and [p.name[:12] for p in temp.iterdir()] == ["acp-sandbox-"]
+    made = sorted(p.name for p in temp.iterdir())  # the folder, and the lock file its server holds
+    assert stop == "end_turn" and made[0].startswith("acp-sandbox-")
+    assert made == [made[0], made[0] + ".lock"]
     await server.close_stdin()
     assert await server.wait(timeout=60) == 0
     assert list(temp.iterdir()) == []
