@@ -23,6 +23,7 @@ import pytest
 
 from acp_server.confine import sandbox
 from acp_server.confine.sandbox import Level, Mechanism, Policy
+from tests.support.policies import made, removed_policies  # noqa: F401 (autouse)
 from tests.unit.test_confine_sandbox import available
 
 REQUIRED = os.environ.get("ACP_REQUIRE_SANDBOX") == "1"
@@ -56,7 +57,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def policy(level: Level, project: Path) -> Policy:
-    return sandbox.policy_for(level, (project,), None)
+    return made(level, (project,))
 
 
 def run(

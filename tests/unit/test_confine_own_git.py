@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from acp_server.confine import own_git, vcs_guard
-from acp_server.confine.sandbox import Mechanism, policy_for, wrap
+from acp_server.confine.sandbox import Mechanism, wrap
 from acp_server.workspace.environment import git_state
+from tests.support.policies import made, removed_policies  # noqa: F401 (autouse)
 from tests.unit.test_confine_sandbox import available
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -145,7 +146,7 @@ def test_in_the_sandbox_a_command_cannot_change_git_but_still_makes_files(
     project.mkdir()
     git(project, "init", "-q")
     (project / "evil.cfg").write_text("[core]\n\tfsmonitor = /bin/false\n", encoding="utf-8")
-    policy = policy_for("workspace-write", (project,), None)
+    policy = made("workspace-write", (project,))
     attacks = [
         "git config core.fsmonitor ./hook.sh",
         "echo x > .git/hooks/pre-commit",
@@ -171,14 +172,14 @@ def test_in_the_sandbox_a_command_cannot_change_git_but_still_makes_files(
         assert done.returncode != 0, attack
     assert (project / ".git" / "config").read_text(encoding="utf-8") == before
     assert not (project / ".git" / "hooks" / "pre-commit").exists()
-    made = subprocess.run(
+    created = subprocess.run(
         wrap(["sh", "-c", "echo new > new.txt && mkdir d && mv new.txt d/"], policy, how),
         cwd=project,
         capture_output=True,
         timeout=30,
         check=False,
     )
-    assert made.returncode == 0, made.stderr
+    assert created.returncode == 0, created.stderr
     assert (project / "d" / "new.txt").read_text(encoding="utf-8") == "new\n"
 
 
@@ -210,7 +211,7 @@ def test_a_worktrees_pointer_file_cannot_be_pointed_elsewhere(
     )
     git(main, "worktree", "add", "-q", str(worktree))
     pointer = (worktree / ".git").read_text(encoding="utf-8")
-    policy = policy_for("workspace-write", (worktree,), None)
+    policy = made("workspace-write", (worktree,))
     for attack in ("echo 'gitdir: /tmp' > .git", "rm .git", "git config core.fsmonitor ./x"):
         done = subprocess.run(
             wrap(["sh", "-c", attack], policy, how),

@@ -17,6 +17,7 @@ import pytest
 from acp_server.confine import sandbox
 from acp_server.confine.landlock_exec import abi, readable
 from acp_server.confine.sandbox import Level, Mechanism, Policy
+from tests.support.policies import made, removed_policies  # noqa: F401 (autouse)
 
 REQUIRED = os.environ.get("ACP_REQUIRE_SANDBOX") == "1"
 
@@ -63,7 +64,7 @@ def run(command: str, policy: Policy, how: Mechanism, cwd: Path) -> tuple[int, s
 
 
 def policy(level: Level, project: Path) -> Policy:
-    return sandbox.policy_for(level, (project,), None)
+    return made(level, (project,))
 
 
 def test_workspace_write_writes_the_project_and_its_temp_dir_only(
