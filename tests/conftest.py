@@ -16,6 +16,7 @@ from tests.support.llama_server import llama_server  # noqa: F401  (the real mod
 from tests.support.mock_llm import mock_llm  # noqa: F401 - a fixture for every test module
 from tests.support.raw import RawServer, console_script
 from tests.support.search_engines import engine  # noqa: F401 - rg and Python, for search tests
+from tests.support.unprivileged import remove_folders
 
 TAP = Path(__file__).parent / "support" / "tap.py"
 # Commands run as before the sandbox (each one asks) unless a test chooses a level: the agents
@@ -48,6 +49,14 @@ class Conformance:
             rows = [json.loads(line) for line in capture.read_text("utf-8").splitlines()]
             streams.append([(row["from"], row["line"]) for row in rows])
         return streams
+
+
+@pytest.fixture(scope="session", autouse=True)
+def unprivileged_folders() -> Iterator[None]:
+    """The folders made for the unprivileged user's servers go at the end of the run (their
+    servers are stopped by then: every fixture that starts one is narrower)."""
+    yield
+    remove_folders()
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,9 @@ python3 of the same version when this one lies under a folder only root may ente
 does under /root) and a copy of the package and its dependencies that user can read (the
 checkout itself when every folder above it lets others in). Each test gets a folder of its own
 under the system's temporary directory, owned by that user (`User.folder`), for HOME, the
-project and the agent's data: pytest's tmp_path is private to root.
+project and the agent's data: pytest's tmp_path is private to root. They are all made in one
+folder per test process, removed at the end of the run (`remove_folders`, called by the
+session fixture in tests/conftest.py): each run used to leave ~30 behind.
 
 Where that is impossible (not root, no useradd, no interpreter the user can run) the test is
 skipped with the reason.
@@ -49,7 +51,7 @@ class User:
 
     def folder(self, label: str = "t") -> Path:
         """A new folder owned by the user (mode 0755) under the system's temporary directory."""
-        made = Path(tempfile.mkdtemp(prefix=f"acp-u-{label}-"))
+        made = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=_run_folder()))
         os.chown(made, self.uid, self.gid)
         made.chmod(0o755)
         return made
@@ -82,6 +84,23 @@ class User:
 
 
 _MADE: list[User] = []
+_RUN: list[Path] = []  # this test process's folder for the user's folders (made at first use)
+
+
+def _run_folder() -> Path:
+    """The folder, under the system's temporary directory, that holds every folder made for
+    the user in this test process (others may enter it, as the user must)."""
+    if not _RUN:
+        folder = Path(tempfile.mkdtemp(prefix="acp-u-"))
+        folder.chmod(0o755)
+        _RUN.append(folder)
+    return _RUN[0]
+
+
+def remove_folders() -> None:
+    """Remove everything made for the user in this test process (at the end of the run)."""
+    while _RUN:
+        shutil.rmtree(_RUN.pop(), ignore_errors=True)
 
 
 def unprivileged() -> User:
@@ -153,7 +172,7 @@ def _readable_path() -> str:
     packages = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
     if open_to_others(package) and all(open_to_others(p) for p in packages):
         return os.pathsep.join([str(package.parent), *map(str, packages)])
-    copy = Path(tempfile.mkdtemp(prefix="acp-u-python-"))
+    copy = Path(tempfile.mkdtemp(prefix="python-", dir=_run_folder()))
     copy.chmod(0o755)
     ignore = shutil.ignore_patterns("__pycache__", *(f"{n}*" for n in HEAVY))
     shutil.copytree(package, copy / "acp_server", ignore=ignore)
