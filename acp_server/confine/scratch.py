@@ -16,8 +16,10 @@ checked again right before removal; `shutil.rmtree` refuses a link and follows n
 and removes a folder only when
 - its lock file is a regular file of ours that nobody holds (its server is gone), or
 - it has no lock file (made by a version before this one) and is untouched for a day.
-It looks at no more than `LIMIT` such entries and stops after `BUDGET` seconds (a folder
-being removed is finished first): what is left is for the next server.
+It looks at no more than `LIMIT` such entries and stops after `BUDGET` seconds of its own
+thread's CPU time (a folder being removed is finished first; CPU time, not the clock, so that a
+busy machine, which pauses the thread, does not end it before it has looked at anything): what
+is left is for the next server.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 PREFIX = "acp-sandbox-"
 LOCK = ".lock"
 LIMIT = 256  # entries named like ours looked at per sweep
-BUDGET = 0.05  # seconds a sweep may take (it runs beside the session's first command)
+BUDGET = 0.05  # seconds of CPU a sweep may take (it runs beside the session's first command)
 LEGACY_AGE = 24 * 3600.0  # a folder without a lock file: removed once untouched this long
 log = logging.getLogger(__name__)
 
@@ -122,11 +124,11 @@ def sweep(parent: Path, limit: int = LIMIT, budget: float = BUDGET) -> list[str]
     except OSError:
         return removed
     try:
-        deadline = time.monotonic() + budget
+        deadline = time.thread_time() + budget
         seen: set[str] = set()
         with os.scandir(dir_fd) as entries:
             for entry in entries:
-                if time.monotonic() > deadline or len(seen) >= limit:
+                if time.thread_time() > deadline or len(seen) >= limit:
                     break
                 name = entry.name.removesuffix(LOCK)
                 if not name.startswith(PREFIX) or name in seen:
