@@ -65,9 +65,9 @@ async def _edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     count = f"{len(edits)} edit" + ("s" if len(edits) != 1 else "")
     text = f"Applied {count} to {shown_path(target.shown, ctx)} (first change at line {line})"
     if len(edits) == 1 and notes:  # one edit: what it changed, in the same sentence
-        text += ": " + notes[0].split(": ", 1)[1]
+        text += f": {notes[0][1]}"
     else:
-        text += "." + "".join(f" {note}" for note in notes)
+        text += "." + "".join(f" Edit {number}: {change}" for number, change in notes)
     return ToolOutcome(text, content=[diff], locations=[{"path": str(target.shown), "line": line}])
 
 
@@ -97,18 +97,21 @@ def _missing(target: files.Target) -> str:
     return f"File not found: {target.shown}. To create a new file, use write_file."
 
 
-def apply_edits(text: str, edits: list[dict[str, Any]]) -> tuple[str, list[str]]:
+Notes = list[tuple[int, str]]  # (the edit's number, what it changed), for edits made loosely
+
+
+def apply_edits(text: str, edits: list[dict[str, Any]]) -> tuple[str, Notes]:
     """`text` with every edit applied in order, and a note for each edit whose old_text
     matched only with other quotes or spacing (`loose`); a ToolFailure names the first edit
     that cannot be applied."""
     crlf = uses_crlf(text)
-    notes: list[str] = []
+    notes: Notes = []
     for number, edit in enumerate(edits, 1):
         text = _apply_one(text, edit, number, crlf, notes)
     return text, notes
 
 
-def _apply_one(text: str, edit: dict[str, Any], number: int, crlf: bool, notes: list[str]) -> str:
+def _apply_one(text: str, edit: dict[str, Any], number: int, crlf: bool, notes: Notes) -> str:
     old, new = str(edit["old_text"]), str(edit["new_text"])
     if not old:
         raise ToolFailure(
@@ -141,17 +144,17 @@ def _apply_one(text: str, edit: dict[str, Any], number: int, crlf: bool, notes: 
     return text.replace(old, new) if every else text.replace(old, new, 1)
 
 
-def _loosely(text: str, old: str, new: str, number: int, notes: list[str]) -> str:
+def _loosely(text: str, old: str, new: str, number: int, notes: Notes) -> str:
     """The edit made where `old` occurs once with other quotes or spacing (the file's own
     kept where the model changed nothing), with a note saying so; else the not-found failure."""
     places = loose.spans(text, old)
     if len(places) != 1:
-        raise ToolFailure(_not_found(text, old, number))
+        raise ToolFailure(_not_found(text, old, number, places[:1]))
     start, end = places[0]
     found = text[start:end]
     changed = loose.carried(old, new, found)
     if changed is None:
-        raise ToolFailure(_not_found(text, old, number))
+        raise ToolFailure(_not_found(text, old, number, places))
     line = text.count("\n", 0, start) + 1
     if changed == found:
         raise ToolFailure(
@@ -159,7 +162,7 @@ def _loosely(text: str, old: str, new: str, number: int, notes: list[str]) -> st
             f"line {line}: {_cut(found)}. It changes nothing."
         )
     notes.append(
-        f"Edit {number}: {_cut(found)} → {_cut(changed)}, the file's own quotes and spacing kept."
+        (number, f"{_cut(found)} → {_cut(changed)}, the file's own quotes and spacing kept.")
     )  # said plainly: a small model told its old_text "was not in the file" apologised
     return text[:start] + changed + text[end:]
 
@@ -173,16 +176,19 @@ def _crlf_pair(text: str, old: str, new: str) -> tuple[str, str]:
     return old, new
 
 
-def _not_found(text: str, old: str, number: int) -> str:
+def _not_found(
+    text: str, old: str, number: int, loosely: list[tuple[int, int]] | None = None
+) -> str:
     message = f"Edit {number}: old_text was not found in the file. {EXACTNESS}"
     if number > 1:
         message += " Edits apply in order, so earlier edits in this call may have changed it."
-    return f"{message}\n{_hint(text, old)}"
+    return f"{message}\n{_hint(text, old, loosely)}"
 
 
-def _hint(text: str, old: str) -> str:
+def _hint(text: str, old: str, loosely: list[tuple[int, int]] | None = None) -> str:
     """Where the model may have meant: the file's lines that start like `old`, the text that
-    differs from it only in quotes or spacing, or the closest single line."""
+    differs from it only in quotes or spacing (`loosely`: those places, when already found),
+    or the closest single line."""
     wanted = next((line.strip() for line in old.splitlines() if line.strip()), "")
     lines = text.splitlines()
     if not wanted:
@@ -196,7 +202,7 @@ def _hint(text: str, old: str) -> str:
             f"Its first line matches line {first + 1} (ignoring indentation); the file has "
             f"there:\n{shown}"
         )
-    places = loose.spans(text, old, limit=1)
+    places = loose.spans(text, old, limit=1) if loosely is None else loosely
     if places:
         start, end = places[0]
         line = text.count("\n", 0, start) + 1
