@@ -4,9 +4,12 @@ Small local models, after a tool result, often ask for the very same call again 
 name and arguments, as if the result had not come). `repeated` finds that: the call is one of
 the previous round's, whose results are the only messages since. It is not run again; its result
 (`REPEATED_RESULT`) tells the model it already has what it asked for and to answer with it.
-Only tools whose answer cannot have changed meanwhile are held back (`STABLE`: reading and
-searching the project); reading a background command's output again, or running a command
-again, is how a model waits for something.
+Only calls that could not do anything new are held back: reading and searching the project
+(`STABLE`: the answer cannot have changed meanwhile), and writing or editing a file (`MADE`: the
+change is already made, and an edit whose new text holds its old text would be made twice —
+the 1.5B sent its `true` → `false` edit of config.json seven more times after it succeeded).
+Reading a background command's output again, or running a command again, is how a model waits
+for something: never held back.
 Two other guards live with the calls a model writes as text (`backends.textcalls`): a reply that
 only echoes tool-result markup is asked again and never shown, and a reply that looks like a
 call but is not one ends with a notice saying nothing was run.
@@ -26,13 +29,14 @@ REPEATED_RESULT = (
 
 
 STABLE = frozenset({"read_file", "list_directory", "grep", "glob", "search_tools"})
+MADE = frozenset({"edit_file", "write_file"})
 
 
 def repeated(call: ToolCall, history: Sequence[Message]) -> bool:
     """Whether `call`, in the last assistant message of `history`, repeats a call of a `STABLE`
-    tool in the round just before it, whose results are all that came between."""
+    or `MADE` tool in the round just before it, whose results are all that came between."""
     last = _last_assistant(history)
-    if last is None or call.name not in STABLE:
+    if last is None or call.name not in STABLE | MADE:
         return False
     before = last - 1
     while before >= 0 and history[before].role == "tool":

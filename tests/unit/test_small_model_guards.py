@@ -1,8 +1,9 @@
 """The agent loop on what a small local model really wrote (tests/fixtures/local_replies): the
 OpenAI-compatible backend serves the recorded replies over a mock transport, the real toolbox
 runs the calls recovered from them, and the guards for small models are checked: a call that
-repeats the one just answered is not run again, a reply that only echoes the tool result is
-never the answer, and a reply that looks like a call but is none says that nothing ran."""
+repeats the one just answered is not run again (an edit not made twice), a reply that only
+echoes the tool result is never the answer, and a reply that looks like a call but is none says
+that nothing ran."""
 
 from __future__ import annotations
 
@@ -230,6 +231,35 @@ async def test_a_recorded_answer_with_a_call_to_no_offered_tool_is_shown_and_not
     assert any('no tool named "invoice"' in t and "nothing was run" in t for t in r.told)
 
 
+def _tool_call(name: str, arguments: dict[str, Any]) -> str:
+    """A reply in the model's own call markup (the form its template teaches)."""
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+async def test_an_edit_sent_again_right_after_it_was_made_is_not_made_twice(
+    rig: Callable[..., Rig], tmp_path: Path
+) -> None:
+    """The 1.5B sent its successful edit of config.json again, seven times. An edit whose new
+    text holds its old text would be made again each time: it is held back like a repeated
+    read, and so is the same write."""
+    (tmp_path / "greet.py").write_text('print("hi")\n', encoding="utf-8")
+    edit = _tool_call(
+        "edit_file",
+        {"path": str(tmp_path / "greet.py"), "edits": [{"old_text": "hi", "new_text": "hi there"}]},
+    )
+    r = rig(edit, edit, "Done.", prompt='In greet.py, change "hi" to "hi there".')
+    assert await r.run() == "end_turn"
+    assert (tmp_path / "greet.py").read_text("utf-8") == 'print("hi there")\n'
+    made, again = r.results()
+    assert made.startswith("Applied 1 edit to greet.py")
+    assert again == REPEATED_RESULT.format(name="edit_file")
+    write = _tool_call("write_file", {"path": "notes.txt", "content": "ship it"})
+    r = rig(write, write, "Done.", prompt="Create notes.txt containing: ship it")
+    assert await r.run() == "end_turn"
+    assert r.results()[1] == REPEATED_RESULT.format(name="write_file")
+    assert (tmp_path / "notes.txt").read_text("utf-8") == "ship it"
+
+
 @pytest.mark.parametrize(
     ("name", "arguments"),
     [("command_output", {"id": "job1"}), ("run_command", {"command": "git status"})],
@@ -238,7 +268,7 @@ def test_asking_again_for_what_changes_by_itself_is_never_held_back(
     name: str, arguments: dict[str, Any]
 ) -> None:
     """Reading a background command's output again, or running a command again, is how a model
-    waits for something: only reading and searching the project are held back."""
+    waits for something: only reading, searching and changing files are held back."""
     first, again = ToolCall("c1", name, arguments), ToolCall("c2", name, dict(arguments))
     ask = text_message("user", "go")
     assert not repeated(again, [ask, _assistant(first), _result(first), _assistant(again)])
