@@ -4,7 +4,9 @@ The system prompt and the tool schemas take ~4,000 tokens or more: a 4,096-token
 have almost no room left. Below `SMALL_WINDOW`, and at it when the full tools would take more
 than a quarter of it (8,192 is also the default window of a model nobody described), the
 profile is compact: every description is cut to its first sentence (no examples, no defaults),
-parameters that need a tool left out go with it (`COMPANIONS`), and the rarely needed tools are
+parameters that need a tool left out go with it (`COMPANIONS`), so do the options that only shape
+a result, which a small model fills in without need (`OPTIONS`: the tool still takes them), and
+the rarely needed tools are
 left out, in `LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is within a quarter
 of the window (subagents early: a window this small has no room for a second conversation;
 `search_tools`, offered only when MCP tools are deferred, is never left out, since it is the
@@ -47,6 +49,14 @@ DROPPED_KEYS = frozenset({"$schema", "default", "examples"})
 COMPANIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "run_command": {"command_output": ("background", "stop_on_cancel")},
 }
+# Options left out of the compact profile, so that their defaults apply: those that shape the
+# form of a result rather than what is searched. A small model fills in every parameter it is
+# shown: the 1.5B called grep with files_only and up to 50 lines of context each time, so it got
+# file names where it needed the lines (or a flood of context). The tool still takes them: the
+# offered schema then allows more than it lists, and a call that gives one is not refused.
+OPTIONS: dict[str, tuple[str, ...]] = {
+    "grep": ("max_results", "before", "after", "files_only", "multiline"),
+}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
 
@@ -88,17 +98,22 @@ def first_sentence(text: str) -> str:
 
 def shorten(spec: ToolSpec, left_out: Sequence[str] = (), bare: bool = False) -> ToolSpec:
     """The tool with first-sentence descriptions and no examples or defaults, without the
-    parameters that need a tool left out (`COMPANIONS`). The same spec shortened the same way
+    parameters that need a tool left out (`COMPANIONS`) or that only shape a result
+    (`OPTIONS`). The same spec shortened the same way
     is the same object (`_SHORT`): choosing a profile shortens every tool up to nine times a
     session, and the estimator then measures each shortened tool once."""
     drop = tuple(sorted({p for tool, names in COMPANIONS.get(spec.name, {}).items()
                          if tool in left_out for p in names}))  # fmt: skip
+    options = OPTIONS.get(spec.name, ())
 
     def make() -> ToolSpec:
         parameters = _brief(spec.parameters, bare)
-        if drop and isinstance(parameters.get("properties"), dict):
-            kept = {k: v for k, v in parameters["properties"].items() if k not in drop}
+        if isinstance(parameters.get("properties"), dict):
+            kept = {k: v for k, v in parameters["properties"].items()
+                    if k not in drop and k not in options}  # fmt: skip
             parameters = {**parameters, "properties": kept}
+            if set(options) & set(spec.parameters.get("properties", {})):
+                parameters.pop("additionalProperties", None)
         return ToolSpec(spec.name, first_sentence(spec.description), parameters)
 
     return _SHORT.get(spec, (drop, bare), make)

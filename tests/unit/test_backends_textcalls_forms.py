@@ -18,11 +18,12 @@ from acp_server.messages import Event, TextDelta, ToolCallAssembler, ToolCallDel
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "local_replies"
 # The tools the recording offered (record.py), with the schemas the model saw.
-OFFERED = {
-    spec.name: spec.parameters
+OFFERED_SPECS = {
+    spec.name: spec
     for spec in tool_specs()
     if spec.name in ("read_file", "list_directory", "grep", "write_file", "run_command")
 }
+OFFERED = {name: spec.parameters for name, spec in OFFERED_SPECS.items()}
 README = [("read_file", {"path": "README.md"})]
 DOCUMENTED: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "hermes.txt": README,
@@ -114,6 +115,26 @@ def test_a_recorded_call_with_an_empty_optional_string_is_recovered_without_it()
         assert name == "grep" and arguments["pattern"] == "old_name" and "glob" not in arguments
         assert arguments["before"] == 50 and arguments["files_only"] is True  # the rest kept
         assert visible(events).strip() == "" and scanner.problems == []
+
+
+def test_a_recorded_call_giving_options_the_compact_profile_does_not_show_is_recovered() -> None:
+    """The compact profile (small windows) shows grep without the options that only shape its
+    result; the 1.5B may still give them, as it did when it saw them: the call is recovered
+    whole, and the tool decides."""
+    from acp_server.context.profile import OPTIONS, shorten
+
+    compact = {name: shorten(spec).parameters for name, spec in OFFERED_SPECS.items()}
+    assert "files_only" not in compact["grep"]["properties"]
+    text = (FIXTURES / "qwen15-bench-empty-glob.txt").read_text("utf-8")
+    for deltas in pieces(text):
+        scanner, events = scan(deltas, compact)
+        [(name, arguments)] = calls(events)
+        assert name == "grep" and arguments["pattern"] == "old_name"
+        assert set(OPTIONS["grep"]) & set(arguments) >= {"before", "files_only"}
+        assert scanner.problems == []
+    unknown = '<tool_call>{"name": "grep", "arguments": {"pattern": "x", "colour": 1}}</tool_call>'
+    _, events = scan([unknown], compact)
+    assert calls(events) == [("grep", {"pattern": "x", "colour": 1})]  # the tool refuses it
 
 
 def test_an_empty_string_is_dropped_only_where_it_can_only_mean_not_given() -> None:

@@ -9,6 +9,7 @@ import pytest
 from acp_server import schemas
 from acp_server.context.profile import (
     LEAVE_OUT_ORDER,
+    OPTIONS,
     SMALL_WINDOW,
     apply_profile,
     choose_profile,
@@ -93,12 +94,45 @@ def test_shorten_keeps_the_schema_and_drops_examples_and_defaults() -> None:
     short = shorten(grep)
     assert short.name == "grep"
     assert short.parameters["required"] == grep.parameters["required"]
-    assert set(short.parameters["properties"]) == set(grep.parameters["properties"])
+    assert set(short.parameters["properties"]) == set(grep.parameters["properties"]) - set(
+        OPTIONS["grep"]
+    )
     text = str(short.parameters)
     assert "default" not in text and "$schema" not in text
     assert len(str(short)) < len(str(grep))
     pattern = short.parameters["properties"]["pattern"]["description"]
     assert pattern.startswith("Regular expression") and "Escape" not in pattern
+
+
+def test_the_compact_profile_shows_the_options_a_small_model_misuses_no_more() -> None:
+    """The 1.5B filled in every grep parameter it was shown (files_only, 50 lines of context):
+    compact, grep shows what to search and where, not how to shape the result, and the
+    left-out options still reach the tool when a call gives one."""
+    from jsonschema import Draft202012Validator
+
+    tools = {t.name: t for t in real_tools()}
+    grep = shorten(tools["grep"])
+    shown = {"pattern", "path", "glob", "ignore_case", "include_hidden", "include_ignored"}
+    assert set(grep.parameters["properties"]) == shown
+    offered = Draft202012Validator(grep.parameters)
+    assert offered.is_valid({"pattern": "x", "files_only": True, "before": 2})
+    assert not offered.is_valid({"path": "src"})  # what is shown is checked as before
+    assert not offered.is_valid({"pattern": "x", "include_hidden": "yes"})
+    assert Draft202012Validator(tools["grep"].parameters).is_valid(
+        {"pattern": "x", "files_only": True, "before": 2}
+    )
+    for name, options in OPTIONS.items():
+        full = set(tools[name].parameters["properties"])
+        assert set(options) <= full - set(tools[name].parameters.get("required", ()))
+        assert set(shorten(tools[name]).parameters["properties"]) == full - set(options)
+    # A tool with nothing left out still refuses what it does not take.
+    read = shorten(tools["read_file"])
+    assert read.parameters["additionalProperties"] is False
+    assert not Draft202012Validator(read.parameters).is_valid({"path": "a", "files_only": True})
+    # The full profile shows everything.
+    every = tuple(tools.values())
+    profile = choose_profile(SMALL_WINDOW * 2, real_system(), every, Estimator())
+    assert tools["grep"] in apply_profile(profile, every)
 
 
 def test_first_sentence_is_not_fooled_by_abbreviations() -> None:
