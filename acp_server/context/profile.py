@@ -6,13 +6,12 @@ than a quarter of it (8,192 is also the default window of a model nobody describ
 profile is compact: every description is cut to its first sentence (no examples, no defaults),
 parameters that need a tool left out go with it (`COMPANIONS`), so do the options that only shape
 a result, which a small model fills in without need (`OPTIONS`: the tool still takes them), and
-the rarely needed tools are
-left out, in `LEAVE_OUT_ORDER`, until the fixed part (system prompt + tools) is within a quarter
-of the window (subagents early: a window this small has no room for a second conversation;
-`search_tools`, offered only when MCP tools are deferred, is never left out, since it is the
-one way to reach them); when it is still larger, the parameters lose their descriptions too
-(`bare`: their names, types and bounds say most of it). The core tools (read, edit, run) are
-never left out. This module only decides and measures; the session applies it.
+the rarely needed tools are left out, in `LEAVE_OUT_ORDER`, until the fixed part (system prompt +
+tools) is within a quarter of the window (subagents early: a window this small has no room for
+a second conversation; `search_tools`, offered only when MCP tools are deferred, is never left
+out, since it is the one way to reach them); when it is still larger, the parameters lose their
+descriptions too (`bare`: their names, types and bounds say most of it). The core tools (read,
+edit, run) are never left out. This module only decides and measures; the session applies it.
 """
 
 from __future__ import annotations
@@ -99,9 +98,9 @@ def first_sentence(text: str) -> str:
 def shorten(spec: ToolSpec, left_out: Sequence[str] = (), bare: bool = False) -> ToolSpec:
     """The tool with first-sentence descriptions and no examples or defaults, without the
     parameters that need a tool left out (`COMPANIONS`) or that only shape a result
-    (`OPTIONS`). The same spec shortened the same way
-    is the same object (`_SHORT`): choosing a profile shortens every tool up to nine times a
-    session, and the estimator then measures each shortened tool once."""
+    (`OPTIONS`). The same spec shortened the same way is the same object (`_SHORT`): choosing a
+    profile shortens every tool up to nine times a session, and the estimator then measures each
+    shortened tool once."""
     drop = tuple(sorted({p for tool, names in COMPANIONS.get(spec.name, {}).items()
                          if tool in left_out for p in names}))  # fmt: skip
     options = OPTIONS.get(spec.name, ())
